@@ -1,0 +1,37 @@
+# Every target creates the virtualenv and installs what it needs on a fresh machine.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install -q
+
+.PHONY: install install-dev demo test bench lint clean
+
+$(VENV)/.core: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) --upgrade pip
+	$(PIP) -e .
+	touch $@
+
+# torch first, from the CPU build: otherwise megatron-core pulls gigabytes of CUDA wheels.
+$(VENV)/.dev: $(VENV)/.core
+	$(PIP) torch==2.13.0
+	$(PIP) -e '.[dev,dedup,tokenize,bench]'
+	touch $@
+
+install: $(VENV)/.core
+install-dev: $(VENV)/.dev
+
+demo: install
+	$(VENV)/bin/curate run pipelines/sample.yaml
+	$(VENV)/bin/curate report runs/sample
+
+test: install-dev
+	$(VENV)/bin/pytest -q
+
+bench: install-dev
+	$(PY) benchmarks/bench_io.py
+
+lint: install-dev
+	$(VENV)/bin/ruff check curator tests benchmarks
+
+clean:
+	rm -rf runs bench-data

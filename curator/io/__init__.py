@@ -1,0 +1,1 @@
+"""Readers and writers (JSONL, Parquet) over fsspec, and low-level byte streams."""

@@ -1,0 +1,237 @@
+"""JSONL reader and writer: plain, .gz and .zst, through fsspec.
+
+The reader parses blocks of whole lines with Arrow's multi-threaded JSON parser. A block that
+Arrow rejects (bad JSON, invalid UTF-8, mixed types) is re-read line by line so that only the
+bad lines fail, each with its file, line and byte offset.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.json as pj
+from pydantic import Field
+
+from curator.batch import Failure
+from curator.io.files import list_shards
+from curator.io.records import ColumnMap, table_from_rows
+from curator.io.streams import DamagedInput, iter_decompressed
+from curator.stages.base import Shard, ShardContext, Sink, Source, SourceBatch
+
+ARROW_BLOCK = 8 << 20
+EXCERPT = 1 << 16
+
+
+def _valid_utf8(block: bytes) -> bool:
+    offsets = pa.array([0, len(block)], pa.int64()).buffers()[1]
+    binary = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(block)])
+    try:
+        binary.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _nonblank_line_numbers(block: bytes, first_line: int) -> np.ndarray:
+    """Line numbers of the lines of ``block`` that hold something other than whitespace."""
+    data = np.frombuffer(block, dtype=np.uint8)
+    ends = np.flatnonzero(data == 10)
+    if not block.endswith(b"\n"):
+        ends = np.append(ends, len(data))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    solid = np.concatenate(([0], np.cumsum(~np.isin(data, (9, 10, 13, 32)))))
+    has_content = solid[ends] - solid[starts] > 0
+    return first_line + np.flatnonzero(has_content)
+
+
+class _BlockParser:
+    """Turns a block of whole JSONL lines into a normalised table plus failures."""
+
+    def __init__(self, stage: str, shard: Shard, columns: ColumnMap) -> None:
+        self.stage, self.shard, self.columns = stage, shard, columns
+        self.read_options = pj.ReadOptions(block_size=ARROW_BLOCK)
+        self.parse_options = pj.ParseOptions(
+            explicit_schema=pa.schema([(columns.text_field, pa.string())]),
+            unexpected_field_behavior="infer",
+        )
+
+    def parse(self, block: bytes, first_line: int, offset: int) -> SourceBatch:
+        if not block.strip():
+            return SourceBatch(pa.table({}), [])
+        table = self._arrow(block) if _valid_utf8(block) else None
+        if table is not None:
+            n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+            if table.num_rows == n_lines:
+                lines = np.arange(first_line, first_line + n_lines)
+            else:
+                lines = _nonblank_line_numbers(block, first_line)
+            if len(lines) == table.num_rows:
+                return self.columns.normalise(table, lines, self.stage, self.shard)
+        return self._line_by_line(block, first_line, offset)
+
+    def _arrow(self, block: bytes) -> pa.Table | None:
+        try:
+            return pj.read_json(pa.BufferReader(block), self.read_options, self.parse_options)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+
+    def _line_by_line(self, block: bytes, first_line: int, offset: int) -> SourceBatch:
+        rows, lines, failed = [], [], []
+        position = offset
+        for number, line in enumerate(block.split(b"\n"), start=first_line):
+            start, position = position, position + len(line) + 1
+            if not line.strip():
+                continue
+            error = None
+            try:
+                record = orjson.loads(line)  # strict: rejects invalid UTF-8
+                if not isinstance(record, dict):
+                    error = f"expected a JSON object, found {type(record).__name__}"
+            except orjson.JSONDecodeError as err:
+                error = _describe_json_error(line, err)
+            if error is None:
+                rows.append(record)
+                lines.append(number)
+            else:
+                failed.append(self.failure(error, number, start, line))
+        table = table_from_rows(rows, self.columns.text_field)
+        positions = np.asarray(lines, dtype=np.int64)
+        batch = self.columns.normalise(table, positions, self.stage, self.shard)
+        batch.failed[:0] = failed
+        return batch
+
+    def failure(self, error: str, line: int, offset: int, raw: bytes) -> Failure:
+        return Failure(stage=self.stage, error=error, file=self.shard.label, line=line,
+                       offset=offset, excerpt=raw[:EXCERPT].decode("utf-8", "backslashreplace"))
+
+
+def _describe_json_error(line: bytes, err: orjson.JSONDecodeError) -> str:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return f"invalid UTF-8 at byte {bad.start} of the line"
+    return f"invalid JSON: {err}"
+
+
+class ReadJsonl(Source):
+    """Read JSON Lines files (plain, .gz, .zst; local, http(s)://, s3://), one shard per file."""
+
+    type = "read_jsonl"
+
+    path: str | list[str] = Field(description="File, glob or list of them.")
+    text_field: str = Field("text", description="Field holding the document text.")
+    id_field: str = Field("id", description="Field holding a stable id; path:line when absent.")
+    max_line_bytes: int = Field(512 << 20, gt=0, description="Longer lines fail and are skipped.")
+
+    def shards(self) -> list[Shard]:
+        return list_shards(self.path)
+
+    def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
+        columns = ColumnMap(text_field=self.text_field, id_field=self.id_field)
+        parser = _BlockParser(self.name or self.type, shard, columns)
+        splitter = _LineSplitter(batch_bytes, self.max_line_bytes)
+        try:
+            for chunk in iter_decompressed(shard.path):
+                yield from splitter.feed(chunk, parser)
+        except DamagedInput as damage:
+            yield from splitter.finish(parser, damage)
+        else:
+            yield from splitter.finish(parser, None)
+
+
+class _LineSplitter:
+    """Cuts a byte stream into blocks of whole lines of about ``batch_bytes``."""
+
+    def __init__(self, batch_bytes: int, max_line_bytes: int) -> None:
+        self.batch_bytes, self.max_line_bytes = batch_bytes, max_line_bytes
+        self.pending: list[bytes] = []
+        self.size, self.line, self.offset = 0, 1, 0
+        self.skipping = False  # inside a line longer than max_line_bytes
+
+    def feed(self, chunk: bytes, parser: _BlockParser) -> Iterator[SourceBatch]:
+        if self.skipping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                self.offset += len(chunk)
+                return
+            self.skipping = False
+            self.line, self.offset, chunk = self.line + 1, self.offset + end + 1, chunk[end + 1:]
+        self.pending.append(chunk)
+        self.size += len(chunk)
+        if self.size < self.batch_bytes:
+            return
+        data = b"".join(self.pending)
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) > self.max_line_bytes:
+            error = f"line longer than max_line_bytes={self.max_line_bytes}; skipped"
+            yield SourceBatch(pa.table({}), [parser.failure(error, self.line, self.offset, data)])
+            self.offset += len(data)
+            self.pending, self.size, self.skipping = [], 0, True
+        elif cut == 0:
+            self.pending = [data]
+        else:
+            yield self._block(data[:cut], parser)
+            self.pending, self.size = [data[cut:]], len(data) - cut
+
+    def finish(self, parser: _BlockParser, damage: DamagedInput | None) -> Iterator[SourceBatch]:
+        data = b"".join(self.pending)
+        if self.skipping:
+            return
+        if damage is None:
+            if data:
+                yield self._block(data, parser)
+            return
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield self._block(data[:cut], parser)
+        error = f"{damage}; the record here and any after it are lost"
+        yield SourceBatch(pa.table({}), [parser.failure(error, self.line, self.offset, data[cut:])])
+
+    def _block(self, block: bytes, parser: _BlockParser) -> SourceBatch:
+        batch = parser.parse(block, self.line, self.offset)
+        self.line += block.count(b"\n")
+        self.offset += len(block)
+        return batch
+
+
+class _JsonlWriter:
+    def __init__(self, path: Path, compression: str) -> None:
+        raw = open(path, "wb")  # noqa: SIM115 (closed in close())
+        if compression == "gzip":
+            self._out = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)
+        elif compression == "zstd":
+            import zstandard
+
+            self._out = zstandard.ZstdCompressor().stream_writer(raw)
+        else:
+            self._out = raw
+        self._raw = raw
+
+    def write(self, table: pa.Table) -> list[Failure]:
+        self._out.write(b"".join(orjson.dumps(row) + b"\n" for row in table.to_pylist()))
+        return []
+
+    def close(self) -> None:
+        self._out.close()
+        if not self._raw.closed:
+            self._raw.close()
+
+
+class WriteJsonl(Sink):
+    """Write kept documents as JSON Lines, one ``part-NNNNN.jsonl[.gz|.zst]`` per shard."""
+
+    type = "write_jsonl"
+
+    path: str | None = Field(None, description="Output directory; default <output>/<stage name>.")
+    compression: Literal["none", "gzip", "zstd"] = "none"
+
+    def open(self, ctx: ShardContext) -> _JsonlWriter:
+        suffix = {"none": "", "gzip": ".gz", "zstd": ".zst"}[self.compression]
+        final = self.output_dir(ctx.run_dir, ctx.stage_name) / f"{ctx.shard.part}.jsonl{suffix}"
+        return _JsonlWriter(ctx.temporary_for(final), self.compression)

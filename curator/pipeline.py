@@ -1,0 +1,176 @@
+"""The Python DAG builder: a ``Pipeline`` of stages, its plan, and its YAML spelling."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator, model_validator
+
+from curator.stages.base import DatasetStage, Source, Stage, stage_class
+
+
+class ExecutorConfig(BaseModel):
+    """Where tasks run. ``dask`` (default) starts a LocalCluster sized to the machine unless a
+    scheduler address or scheduler file names an existing cluster."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["local", "dask", "ray"] = "dask"
+    workers: int | None = Field(None, gt=0, description="Worker processes (default: CPU cores).")
+    scheduler: str | None = Field(None, description="Address of a running Dask scheduler.")
+    scheduler_file: str | None = Field(None, description="Scheduler file of a running cluster.")
+
+
+class Pipeline(BaseModel):
+    """A linear DAG of stages: one source, per-batch stages, and dataset-wide barriers."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    name: str = "pipeline"
+    output: str | None = Field(None, description="The run directory.")
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    on_error: Literal["skip", "fail"] = Field(
+        "skip", description="skip: quarantine bad records in errors/ and go on; fail: stop.")
+    rejected: Literal["ids", "documents"] = Field(
+        "ids", description="What rejected/<stage>/ keeps of removed documents.")
+    batch_bytes: int = Field(32 << 20, gt=0, description="Target size of a batch in bytes.")
+    stages: list[SerializeAsAny[Stage]]
+
+    def __init__(self, stages: list[Stage] | None = None, /, **data: Any) -> None:
+        if stages is not None:
+            data["stages"] = stages
+        super().__init__(**data)
+
+    @field_validator("stages", mode="before")
+    @classmethod
+    def _build_stages(cls, value: Any) -> list[Stage]:
+        if not isinstance(value, list) or not value:
+            raise ValueError("a pipeline needs a non-empty list of stages")
+        return [s if isinstance(s, Stage) else stage_class(s["type"]).model_validate(
+            {k: v for k, v in s.items() if k != "type"}) for s in value]
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> Pipeline:
+        if not isinstance(self.stages[0], Source):
+            raise ValueError(f"the first stage must read input (read_jsonl, read_parquet, ...); "
+                             f"found {self.stages[0].type!r}")
+        for stage in self.stages[1:]:
+            if isinstance(stage, Source):
+                raise ValueError(f"only the first stage may read input; found {stage.type!r} later")
+        names = [s.name for s in self.stages if s.name]
+        if len(names) != len(set(names)):
+            raise ValueError(f"stage names must be unique; found {names}")
+        return self
+
+    # ----------------------------------------------------------------- names and lookup
+    def stage_names(self) -> list[str]:
+        """Each stage's name: its ``name``, else its type, suffixed _2, _3 when repeated."""
+        return resolve_names([(s.name, s.type) for s in self.stages])
+
+    def named_stages(self) -> list[tuple[str, Stage]]:
+        return list(zip(self.stage_names(), self.stages, strict=True))
+
+    # ----------------------------------------------------------------- planning
+    def plan(self) -> Plan:
+        """Fuse per-batch stages into one task per shard; cut at dataset-wide stages."""
+        segments: list[Segment] = []
+        current: list[tuple[str, Stage]] = []
+        for name, stage in self.named_stages():
+            if isinstance(stage, DatasetStage):
+                if current:
+                    segments.append(Segment(len(segments), "shard", current))
+                segments.append(Segment(len(segments), "dataset", [(name, stage)]))
+                current = []
+            else:
+                current.append((name, stage))
+        if current:
+            segments.append(Segment(len(segments), "shard", current))
+        return Plan(segments)
+
+    # ----------------------------------------------------------------- identity
+    def to_dict(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", exclude_defaults=True, exclude={"stages", "executor"})
+        executor = self.executor.model_dump(mode="json", exclude_defaults=True)
+        if executor:
+            data["executor"] = executor
+        data["stages"] = [s.to_dict() for s in self.stages]
+        return data
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
+
+    @classmethod
+    def from_yaml(cls, text: str, source: str = "<string>") -> Pipeline:
+        from curator.config import parse_pipeline
+
+        return parse_pipeline(text, source)
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: list[str] | None = None) -> Pipeline:
+        from curator.config import load_pipeline
+
+        return load_pipeline(path, overrides or [])
+
+    def fingerprint(self) -> str:
+        """Hash of everything that decides the output (not the executor or batch size)."""
+        decisive = {"stages": [s.to_dict() for s in self.stages], "on_error": self.on_error,
+                    "rejected": self.rejected}
+        return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:20]
+
+    def run(self, **options: Any):
+        """Run the pipeline; options as for ``curate run`` (output, executor, workers, force...)."""
+        from curator.runtime.runner import run_pipeline
+
+        return run_pipeline(self, **options)
+
+
+def resolve_names(stages: list[tuple[str | None, str]]) -> list[str]:
+    """Names for (name, type) pairs: the name if given, else the type, then type_2, type_3..."""
+    taken = {name for name, _ in stages if name}
+    counts: dict[str, int] = {}
+    names = []
+    for name, type_name in stages:
+        if not name:
+            counts[type_name] = counts.get(type_name, 0) + 1
+            name = type_name if counts[type_name] == 1 else f"{type_name}_{counts[type_name]}"
+            while name in taken:
+                counts[type_name] += 1
+                name = f"{type_name}_{counts[type_name]}"
+            taken.add(name)
+        names.append(name)
+    return names
+
+
+@dataclass
+class Segment:
+    """Stages that run together: one task per shard (``shard``) or one barrier (``dataset``)."""
+
+    index: int
+    kind: Literal["shard", "dataset"]
+    stages: list[tuple[str, Stage]]
+
+    def resources(self) -> dict[str, float]:
+        merged: dict[str, float] = {}
+        for _, stage in self.stages:
+            for key, amount in stage.resources().items():
+                merged[key] = max(merged.get(key, 0), amount)
+        return merged
+
+    def describe(self) -> str:
+        names = " → ".join(f"{name}({stage.type})" for name, stage in self.stages)
+        unit = "one task per shard" if self.kind == "shard" else "barrier over all shards"
+        gpu = " [GPU]" if self.resources().get("GPU") else ""
+        return f"segment {self.index}: {names}  — {unit}{gpu}"
+
+
+@dataclass
+class Plan:
+    segments: list[Segment]
+
+    def __str__(self) -> str:
+        return "\n".join(segment.describe() for segment in self.segments)

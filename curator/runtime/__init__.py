@@ -1,0 +1,1 @@
+"""Executors, the run directory, shard tasks, resume and stats."""

@@ -1,0 +1,133 @@
+"""Executors: ``local`` (in-process, for debugging), ``dask`` (default) and ``ray``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+log = logging.getLogger("curator")
+
+
+def gpu_count() -> int:
+    """GPUs visible on this machine (0 without NVIDIA tools)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+class Executor:
+    """Maps a function over tasks and yields results as they complete."""
+
+    name = "base"
+
+    def map(self, fn: Callable[[Any], Any], tasks: list[Any], keys: list[str],
+            resources: dict[str, float]) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the workers this executor started."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalExecutor(Executor):
+    """Runs tasks one after another in this process."""
+
+    name = "local"
+
+    def map(self, fn, tasks, keys, resources):
+        for task in tasks:
+            yield fn(task)
+
+
+class DaskExecutor(Executor):
+    """Runs tasks on a Dask cluster: a LocalCluster on loopback, or an existing one."""
+
+    name = "dask"
+
+    def __init__(self, workers: int | None = None, scheduler: str | None = None,
+                 scheduler_file: str | None = None) -> None:
+        from distributed import Client, LocalCluster
+
+        self.cluster = None
+        if scheduler or scheduler_file:
+            self.client = Client(address=scheduler, scheduler_file=scheduler_file)
+        else:
+            gpus = gpu_count()
+            self.cluster = LocalCluster(
+                n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                resources={"GPU": 1} if gpus else None, silence_logs=logging.ERROR)
+            self.client = Client(self.cluster)
+        log.info("Dask dashboard: %s", self.client.dashboard_link)
+
+    def map(self, fn, tasks, keys, resources):
+        from distributed import as_completed
+
+        token = uuid.uuid4().hex[:8]
+        futures = [self.client.submit(fn, task, key=f"{key}-{token}", pure=False, retries=1,
+                                      resources=resources or None)
+                   for task, key in zip(tasks, keys, strict=True)]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+                future.release()
+        finally:
+            self.client.cancel([f for f in futures if not f.done()])
+
+    def close(self) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+class RayExecutor(Executor):
+    """Runs tasks on Ray (``pip install curator[ray]``): a local instance or ``ray://`` address."""
+
+    name = "ray"
+
+    def __init__(self, workers: int | None = None, scheduler: str | None = None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise RuntimeError("executor 'ray' needs Ray: pip install 'curator[ray]'") from None
+        self.ray = ray
+        ray.init(address=scheduler, num_cpus=None if scheduler else workers,
+                 ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+
+    def map(self, fn, tasks, keys, resources):
+        remote = self.ray.remote(fn).options(num_gpus=resources.get("GPU", 0), max_retries=1)
+        pending = [remote.remote(task) for task in tasks]
+        while pending:
+            done, pending = self.ray.wait(pending, num_returns=1)
+            yield self.ray.get(done[0])
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+
+def make_executor(kind: str, workers: int | None = None, scheduler: str | None = None,
+                  scheduler_file: str | None = None) -> Executor:
+    if kind == "local":
+        return LocalExecutor()
+    if kind == "ray":
+        return RayExecutor(workers, scheduler)
+    if kind == "dask":
+        return DaskExecutor(workers, scheduler, scheduler_file)
+    raise ValueError(f"unknown executor {kind!r}; expected local, dask or ray")

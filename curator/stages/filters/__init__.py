@@ -1,0 +1,1 @@
+"""Document filters: a score or signal per document, then a threshold that decides."""
