@@ -16,7 +16,7 @@ from curator.runtime.shard_task import CurationError
 
 app = typer.Typer(help="Curate LLM training data: run, plan, validate and report pipelines.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
 
 Sets = Annotated[list[str] | None, typer.Option("--set", help="Override STAGE.PARAM=VALUE.")]
 
@@ -30,9 +30,12 @@ def _load(config: Path, sets: list[str] | None):
 
 
 def _setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S",
-                        stream=sys.stderr)
-    logging.getLogger("distributed").setLevel(logging.ERROR)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    log = logging.getLogger("curator")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 @app.command()
@@ -86,7 +89,7 @@ def report(run_dir: Path) -> None:
     except FileNotFoundError as err:
         console.print(f"[red]error:[/red] {err}", highlight=False)
         raise typer.Exit(1) from None
-    Console().print(funnel_table(stats))
+    Console(width=None if sys.stdout.isatty() else 200).print(funnel_table(stats))
     typer.echo(f"wrote {write_report(run_dir, stats)}")
 
 

@@ -53,9 +53,12 @@ def _nonblank_line_numbers(block: bytes, first_line: int) -> np.ndarray:
 class _BlockParser:
     """Turns a block of whole JSONL lines into a normalised table plus failures."""
 
-    def __init__(self, stage: str, shard: Shard, columns: ColumnMap) -> None:
+    def __init__(self, stage: str, shard: Shard, columns: ColumnMap, max_line_bytes: int) -> None:
         self.stage, self.shard, self.columns = stage, shard, columns
-        self.read_options = pj.ReadOptions(block_size=ARROW_BLOCK)
+        self.max_line_bytes = max_line_bytes
+        # Arrow rejects lines longer than its block: those go line by line, where the limit is
+        # checked, so the limit holds on both paths.
+        self.read_options = pj.ReadOptions(block_size=min(ARROW_BLOCK, max_line_bytes))
         self.parse_options = pj.ParseOptions(
             explicit_schema=pa.schema([(columns.text_field, pa.string())]),
             unexpected_field_behavior="infer",
@@ -89,6 +92,10 @@ class _BlockParser:
             if not line.strip():
                 continue
             error = None
+            if len(line) > self.max_line_bytes:
+                failed.append(self.failure(f"line longer than max_line_bytes="
+                                           f"{self.max_line_bytes}; skipped", number, start, line))
+                continue
             try:
                 record = orjson.loads(line)  # strict: rejects invalid UTF-8
                 if not isinstance(record, dict):
@@ -134,7 +141,7 @@ class ReadJsonl(Source):
 
     def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
         columns = ColumnMap(text_field=self.text_field, id_field=self.id_field)
-        parser = _BlockParser(self.name or self.type, shard, columns)
+        parser = _BlockParser(self.name or self.type, shard, columns, self.max_line_bytes)
         splitter = _LineSplitter(batch_bytes, self.max_line_bytes)
         try:
             for chunk in iter_decompressed(shard.path):

@@ -1,0 +1,65 @@
+"""Shared fixtures: real sample data cut into shards, a real Dask LocalCluster, run checks."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "sample"
+
+
+def sample_documents() -> list[dict]:
+    """The bundled real documents (English speeches, Japanese literature)."""
+    docs = []
+    for path in sorted(SAMPLE.glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            docs += [json.loads(line) for line in f]
+    return docs
+
+
+def write_shards(folder: Path, n_shards: int, copies: int = 1, with_ids: bool = False) -> list[Path]:
+    """Spread ``copies`` of the sample over ``n_shards`` JSONL files (ids left out by default)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = sample_documents()
+    paths = [folder / f"shard-{i:03d}.jsonl" for i in range(n_shards)]
+    handles = [open(p, "w", encoding="utf-8") for p in paths]  # noqa: SIM115
+    for copy in range(copies):
+        for j, doc in enumerate(docs):
+            record = {"text": doc["text"], "source": doc["id"], "copy": copy}
+            if with_ids:
+                record["id"] = f"{doc['id']}#{copy}"
+            handles[(copy * len(docs) + j) % n_shards].write(json.dumps(record, ensure_ascii=False)
+                                                             + "\n")
+    for h in handles:
+        h.close()
+    return paths
+
+
+def assert_accounting(run_dir: Path) -> dict:
+    """in == kept + removed + failed for every stage, in stats.json and in every shard manifest;
+    each stage's input is the previous stage's kept."""
+    stats = json.loads((run_dir / "stats.json").read_text())
+    for stage in stats["stages"]:
+        assert stage["in"] == stage["kept"] + stage["removed"] + stage["failed"], stage
+        assert stage["removed"] == sum(stage["removed_by_reason"].values()), stage
+    for before, after in zip(stats["stages"], stats["stages"][1:], strict=False):
+        assert after["in"] == before["kept"], (before, after)
+    for manifest in (run_dir / "_manifests").rglob("part-*.json"):
+        for stage in json.loads(manifest.read_text())["stages"]:
+            assert stage["in"] == stage["kept"] + stage["removed"] + stage["failed"], manifest
+    return stats
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler():
+    """A real Dask LocalCluster with two worker processes on loopback."""
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None)
+    yield cluster.scheduler_address
+    cluster.close()
