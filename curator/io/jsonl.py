@@ -64,12 +64,11 @@ class _BlockParser:
             unexpected_field_behavior="infer",
         )
 
-    def parse(self, block: bytes, first_line: int, offset: int) -> SourceBatch:
-        if not block.strip():
-            return SourceBatch(pa.table({}), [])
+    def parse(self, block: bytes, first_line: int, offset: int, newlines: int) -> SourceBatch:
+        """Parse ``block`` (whole lines, ``newlines`` of them ending in a newline)."""
         table = self._arrow(block) if _valid_utf8(block) else None
         if table is not None:
-            n_lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+            n_lines = newlines + (0 if block.endswith(b"\n") else 1)
             if table.num_rows == n_lines:
                 lines = np.arange(first_line, first_line + n_lines)
             else:
@@ -201,8 +200,9 @@ class _LineSplitter:
         yield SourceBatch(pa.table({}), [parser.failure(error, self.line, self.offset, data[cut:])])
 
     def _block(self, block: bytes, parser: _BlockParser) -> SourceBatch:
-        batch = parser.parse(block, self.line, self.offset)
-        self.line += block.count(b"\n")
+        newlines = block.count(b"\n")
+        batch = parser.parse(block, self.line, self.offset, newlines)
+        self.line += newlines
         self.offset += len(block)
         return batch
 

@@ -80,6 +80,7 @@ class DaskExecutor(Executor):
     def map(self, fn, tasks, keys, resources):
         from distributed import as_completed
 
+        self._check_resources(resources)
         token = uuid.uuid4().hex[:8]
         futures = [self.client.submit(fn, task, key=f"{key}-{token}", pure=False, retries=1,
                                       resources=resources or None)
@@ -90,6 +91,14 @@ class DaskExecutor(Executor):
                 future.release()
         finally:
             self.client.cancel([f for f in futures if not f.done()])
+
+    def _check_resources(self, resources: dict[str, float]) -> None:
+        """Refuse at once (instead of waiting forever) when no worker offers a resource."""
+        workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
+        for name, amount in resources.items():
+            if not any(w.get("resources", {}).get(name, 0) >= amount for w in workers):
+                raise RuntimeError(f"the stage needs {name}={amount} but no Dask worker offers it; "
+                                   f"start GPU workers (dask-cuda-worker) or run on a GPU node")
 
     def close(self) -> None:
         self.client.close()

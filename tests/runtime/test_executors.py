@@ -1,0 +1,63 @@
+"""Executors: GPU-resource tasks land only on workers that offer a GPU; missing GPUs are refused."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from distributed import Nanny, Scheduler, SpecCluster
+
+from curator import Pipeline, ReadJsonl, WriteParquet
+from curator.batch import BatchResult
+from curator.stages.base import BatchStage
+from tests.conftest import assert_accounting, write_shards
+
+
+class RecordWorker(BatchStage):
+    """A stand-in GPU stage: tags each document with the worker that processed it."""
+
+    type = "test_record_worker"
+
+    def resources(self) -> dict[str, float]:
+        return {"GPU": 1}
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        from distributed import get_worker
+
+        address = get_worker().address
+        return BatchResult(kept=batch.append_column("worker", pa.array([address] * len(batch))))
+
+
+@pytest.fixture
+def mixed_cluster():
+    """One CPU-only worker and one worker that advertises a GPU, both on loopback."""
+    nanny = {"cls": Nanny, "options": {"nthreads": 1, "host": "127.0.0.1"}}
+    gpu = {"cls": Nanny, "options": {"nthreads": 1, "host": "127.0.0.1",
+                                     "resources": {"GPU": 1}}}
+    cluster = SpecCluster(
+        scheduler={"cls": Scheduler, "options": {"host": "127.0.0.1", "dashboard_address": None}},
+        workers={"cpu": nanny, "gpu": gpu})
+    yield cluster
+    cluster.close()
+
+
+def test_gpu_stage_runs_only_on_the_gpu_worker(tmp_path, mixed_cluster):
+    inputs = tmp_path / "in"
+    write_shards(inputs, 8)
+    pipeline = Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), RecordWorker(), WriteParquet()])
+    assert "[GPU]" in str(pipeline.plan())
+    pipeline.run(output=tmp_path / "run", scheduler=mixed_cluster.scheduler_address,
+                 progress=False)
+    assert_accounting(tmp_path / "run")
+    workers = set(pq.read_table(tmp_path / "run" / "write_parquet").column("worker").to_pylist())
+    info = mixed_cluster.scheduler_info["workers"]
+    gpu_workers = {addr for addr, w in info.items() if w.get("resources", {}).get("GPU")}
+    assert workers == gpu_workers and len(gpu_workers) == 1
+
+
+def test_gpu_stage_without_gpu_workers_is_refused(tmp_path, dask_scheduler):
+    inputs = tmp_path / "in"
+    write_shards(inputs, 2)
+    pipeline = Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), RecordWorker()])
+    with pytest.raises(RuntimeError, match="no Dask worker offers it"):
+        pipeline.run(output=tmp_path / "run", scheduler=dask_scheduler, progress=False)
