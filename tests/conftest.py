@@ -21,7 +21,8 @@ def sample_documents() -> list[dict]:
     return docs
 
 
-def write_shards(folder: Path, n_shards: int, copies: int = 1, with_ids: bool = False) -> list[Path]:
+def write_shards(folder: Path, n_shards: int, copies: int = 1,
+                 with_ids: bool = False) -> list[Path]:
     """Spread ``copies`` of the sample over ``n_shards`` JSONL files (ids left out by default)."""
     folder.mkdir(parents=True, exist_ok=True)
     docs = sample_documents()
