@@ -28,9 +28,9 @@ ARROW_BLOCK = 8 << 20
 EXCERPT = 1 << 16
 
 
-def _valid_utf8(block: bytes) -> bool:
-    offsets = pa.array([0, len(block)], pa.int64()).buffers()[1]
-    binary = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(block)])
+def _valid_utf8(block: pa.Buffer) -> bool:
+    offsets = pa.array([0, block.size], pa.int64()).buffers()[1]
+    binary = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, block])
     try:
         binary.cast(pa.large_string())
     except pa.ArrowInvalid:
@@ -38,11 +38,11 @@ def _valid_utf8(block: bytes) -> bool:
     return True
 
 
-def _nonblank_line_numbers(block: bytes, first_line: int) -> np.ndarray:
+def _nonblank_line_numbers(block: memoryview, first_line: int) -> np.ndarray:
     """Line numbers of the lines of ``block`` that hold something other than whitespace."""
     data = np.frombuffer(block, dtype=np.uint8)
     ends = np.flatnonzero(data == 10)
-    if not block.endswith(b"\n"):
+    if data[-1] != 10:
         ends = np.append(ends, len(data))
     starts = np.concatenate(([0], ends[:-1] + 1))
     solid = np.concatenate(([0], np.cumsum(~np.isin(data, (9, 10, 13, 32)))))
@@ -64,11 +64,13 @@ class _BlockParser:
             unexpected_field_behavior="infer",
         )
 
-    def parse(self, block: bytes, first_line: int, offset: int, newlines: int) -> SourceBatch:
+    def parse(self, block: memoryview, first_line: int, offset: int,
+              newlines: int) -> SourceBatch:
         """Parse ``block`` (whole lines, ``newlines`` of them ending in a newline)."""
-        table = self._arrow(block) if _valid_utf8(block) else None
+        buffer = pa.py_buffer(block)
+        table = self._arrow(buffer) if _valid_utf8(buffer) else None
         if table is not None:
-            n_lines = newlines + (0 if block.endswith(b"\n") else 1)
+            n_lines = newlines + (0 if block[-1] == 10 else 1)
             if table.num_rows == n_lines:
                 lines = np.arange(first_line, first_line + n_lines)
             else:
@@ -77,16 +79,16 @@ class _BlockParser:
                 return self.columns.normalise(table, lines, self.stage, self.shard)
         return self._line_by_line(block, first_line, offset)
 
-    def _arrow(self, block: bytes) -> pa.Table | None:
+    def _arrow(self, block: pa.Buffer) -> pa.Table | None:
         try:
             return pj.read_json(pa.BufferReader(block), self.read_options, self.parse_options)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
 
-    def _line_by_line(self, block: bytes, first_line: int, offset: int) -> SourceBatch:
+    def _line_by_line(self, block: memoryview, first_line: int, offset: int) -> SourceBatch:
         rows, lines, failed = [], [], []
         position = offset
-        for number, line in enumerate(block.split(b"\n"), start=first_line):
+        for number, line in enumerate(bytes(block).split(b"\n"), start=first_line):
             start, position = position, position + len(line) + 1
             if not line.strip():
                 continue
@@ -143,7 +145,7 @@ class ReadJsonl(Source):
         parser = _BlockParser(self.name or self.type, shard, columns, self.max_line_bytes)
         splitter = _LineSplitter(batch_bytes, self.max_line_bytes)
         try:
-            for chunk in iter_decompressed(shard.path):
+            for chunk in iter_decompressed(shard.path, read_size=batch_bytes):
                 yield from splitter.feed(chunk, parser)
         except DamagedInput as damage:
             yield from splitter.finish(parser, damage)
@@ -182,7 +184,7 @@ class _LineSplitter:
         elif cut == 0:
             self.pending = [data]
         else:
-            yield self._block(data[:cut], parser)
+            yield self._block(data, cut, parser)
             self.pending, self.size = [data[cut:]], len(data) - cut
 
     def finish(self, parser: _BlockParser, damage: DamagedInput | None) -> Iterator[SourceBatch]:
@@ -191,19 +193,20 @@ class _LineSplitter:
             return
         if damage is None:
             if data:
-                yield self._block(data, parser)
+                yield self._block(data, len(data), parser)
             return
         cut = data.rfind(b"\n") + 1
         if cut:
-            yield self._block(data[:cut], parser)
+            yield self._block(data, cut, parser)
         error = f"{damage}; the record here and any after it are lost"
         yield SourceBatch(pa.table({}), [parser.failure(error, self.line, self.offset, data[cut:])])
 
-    def _block(self, block: bytes, parser: _BlockParser) -> SourceBatch:
-        newlines = block.count(b"\n")
-        batch = parser.parse(block, self.line, self.offset, newlines)
+    def _block(self, data: bytes, cut: int, parser: _BlockParser) -> SourceBatch:
+        """Parse ``data[:cut]`` (without copying it) and advance the line and offset."""
+        newlines = data.count(b"\n", 0, cut)
+        batch = parser.parse(memoryview(data)[:cut], self.line, self.offset, newlines)
         self.line += newlines
-        self.offset += len(block)
+        self.offset += cut
         return batch
 
 

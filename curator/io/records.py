@@ -41,13 +41,13 @@ class ColumnMap:
         if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
             error = f"field {self.text_field!r} is {text.type}, expected a string"
             return SourceBatch(pa.table({}), self._failures(error, shard, stage, positions))
-        generated = _string_ids(shard.label, positions)
         if self.id_field in table.column_names:
             ids = table.column(self.id_field)
             ids = ids.cast(pa.string()) if not pa.types.is_string(ids.type) else ids
-            ids = pc.coalesce(ids, generated)
+            if ids.null_count:
+                ids = pc.coalesce(ids, _string_ids(shard.label, positions))
         else:
-            ids = generated
+            ids = _string_ids(shard.label, positions)
         rest = [(name, _no_null_type(table.column(name))) for name in table.column_names
                 if name not in (self.text_field, self.id_field, ID, TEXT)]
         out = pa.table({ID: ids, TEXT: text.cast(pa.string()), **dict(rest)})

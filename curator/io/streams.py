@@ -72,8 +72,11 @@ def _zstd_chunks(raw) -> Iterator[bytes]:
         raise DamagedInput("truncated zstd: the stream ended before its last frame was complete")
 
 
-def iter_decompressed(url: str) -> Iterator[bytes]:
-    """Yield the decompressed bytes of ``url``; raise ``DamagedInput`` at the damaged point."""
+def iter_decompressed(url: str, read_size: int = READ_SIZE) -> Iterator[bytes]:
+    """Yield the decompressed bytes of ``url``; raise ``DamagedInput`` at the damaged point.
+
+    Uncompressed files are read ``read_size`` bytes at a time.
+    """
     with open_binary(url) as raw:
         kind = compression_of(url)
         if kind == "gzip":
@@ -81,5 +84,5 @@ def iter_decompressed(url: str) -> Iterator[bytes]:
         elif kind == "zstd":
             yield from _zstd_chunks(raw)
         else:
-            while block := raw.read(READ_SIZE):
+            while block := raw.read(read_size):
                 yield block

@@ -88,14 +88,11 @@ def test_ids_from_path_and_line_are_stable_and_blank_lines_do_not_shift_them(tmp
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "x.jsonl").write_text('{"text": "one"}\n\n   \n{"text": "four"}\n{"text": "five"}')
+    reader = ReadJsonl(path=str(folder / "*.jsonl"))
     for batch in (4, 1 << 20):
-        table = next(iter(ReadJsonl(path=str(folder / "*.jsonl")).read(
-            ReadJsonl(path=str(folder / "*.jsonl")).shards()[0], batch))).table
-        ids = table.column("id").to_pylist()
-        rows = ReadJsonl(path=str(folder / "*.jsonl"))
-        all_ids = [i for b in rows.read(rows.shards()[0], batch) for i in b.table.column("id")
-                   .to_pylist()]
-        assert all_ids == ["x.jsonl:1", "x.jsonl:4", "x.jsonl:5"], (batch, ids)
+        ids = [i for b in reader.read(reader.shards()[0], batch) if b.table.num_rows
+               for i in b.table.column("id").to_pylist()]
+        assert ids == ["x.jsonl:1", "x.jsonl:4", "x.jsonl:5"], batch
 
 
 def test_a_50_mb_single_line_document_is_read(tmp_path):
@@ -116,4 +113,5 @@ def test_a_line_over_max_line_bytes_fails_alone(tmp_path):
     batches = list(reader.read(reader.shards()[0], 50_000))
     failed = [f for b in batches for f in b.failed]
     assert [(f.line, "max_line_bytes" in f.error) for f in failed] == [(1, True)]
-    assert [i for b in batches for i in b.table.column("id").to_pylist()] == ["long.jsonl:2"]
+    assert [i for b in batches if b.table.num_rows
+            for i in b.table.column("id").to_pylist()] == ["long.jsonl:2"]
