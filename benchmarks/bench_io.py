@@ -134,13 +134,16 @@ def main() -> None:
     ratios = [b[2] / c[2] for b, c in zip(rows[::2], rows[1::2], strict=True)]
     shutil.rmtree(scratch / "cur", ignore_errors=True)
     seconds_4x, peak_4x = measure(curator_cmd(four_x, scratch / "cur", args.workers))
+    shutil.rmtree(scratch / "pa", ignore_errors=True)
+    baseline_4x, _ = measure(baseline_cmd(four_x, scratch / "pa"))
     size_4x = sum(p.stat().st_size for p in four_x)
     peak_1x = statistics.median(r[3] for r in rows if r[1] == "curator")
-    report(args, size_1x, size_4x, rows, ratios, seconds_4x, peak_1x, peak_4x)
+    report(args, size_1x, size_4x, rows, ratios, (seconds_4x, baseline_4x), peak_1x, peak_4x)
     shutil.rmtree(scratch, ignore_errors=True)
 
 
 def report(args, size_1x, size_4x, rows, ratios, seconds_4x, peak_1x, peak_4x) -> None:
+    seconds_4x, baseline_4x = seconds_4x
     med = {name: statistics.median(r[2] for r in rows if r[1] == name)
            for name in ("pyarrow", "curator")}
     lines = [
@@ -163,7 +166,10 @@ def report(args, size_1x, size_4x, rows, ratios, seconds_4x, peak_1x, peak_4x) -
         f"{', '.join(f'{r:.2f}' for r in ratios)} (median **{statistics.median(ratios):.2f}x**; "
         "goal >= 0.8x).",
         "",
-        f"Memory: curator on 4x input ({size_4x / 1e9:.2f} GB, {seconds_4x:.1f} s): peak "
+        f"At 4x input ({size_4x / 1e9:.2f} GB, one run each): curator {seconds_4x:.1f} s, "
+        f"pyarrow {baseline_4x:.1f} s: throughput ratio **{baseline_4x / seconds_4x:.2f}x**.",
+        "",
+        f"Memory: curator on 4x input: peak "
         f"{peak_4x / 2**20:.0f} MiB vs {peak_1x / 2**20:.0f} MiB on 1x "
         f"(ratio **{peak_4x / peak_1x:.2f}**; goal within 10%).",
         "",

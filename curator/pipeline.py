@@ -24,6 +24,9 @@ class ExecutorConfig(BaseModel):
     workers: int | None = Field(None, gt=0, description="Worker processes (default: CPU cores).")
     scheduler: str | None = Field(None, description="Address of a running Dask scheduler.")
     scheduler_file: str | None = Field(None, description="Scheduler file of a running cluster.")
+    processes: bool | None = Field(
+        None, description="Local workers as processes (true) or threads (false); default: "
+        "threads when every stage releases the GIL, else one process per worker.")
 
 
 class Pipeline(BaseModel):
@@ -115,6 +118,10 @@ class Pipeline(BaseModel):
         from curator.config import load_pipeline
 
         return load_pipeline(path, overrides or [])
+
+    def holds_gil(self) -> bool:
+        """True when some stage runs Python code that holds the GIL (needs worker processes)."""
+        return any(stage.holds_gil for stage in self.stages)
 
     def fingerprint(self) -> str:
         """Hash of everything that decides the output (not the executor or batch size)."""

@@ -131,6 +131,7 @@ class ReadJsonl(Source):
     """Read JSON Lines files (plain, .gz, .zst; local, http(s)://, s3://), one shard per file."""
 
     type = "read_jsonl"
+    holds_gil = False
 
     path: str | list[str] = Field(description="File, glob or list of them.")
     text_field: str = Field("text", description="Field holding the document text.")

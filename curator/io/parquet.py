@@ -22,6 +22,7 @@ class ReadParquet(Source):
     """Read Parquet files (local, http(s)://, s3://), one shard per file."""
 
     type = "read_parquet"
+    holds_gil = False
 
     path: str | list[str] = Field(description="File, glob or list of them.")
     text_field: str = Field("text", description="Column holding the document text.")
@@ -109,6 +110,7 @@ class WriteParquet(Sink):
     """Write kept documents to Parquet, one ``part-NNNNN.parquet`` per shard."""
 
     type = "write_parquet"
+    holds_gil = False
 
     path: str | None = Field(None, description="Output directory; default <output>/<stage name>.")
     compression: Literal["snappy", "zstd", "gzip", "lz4", "none"] = "snappy"

@@ -62,7 +62,7 @@ class DaskExecutor(Executor):
     name = "dask"
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None,
-                 scheduler_file: str | None = None) -> None:
+                 scheduler_file: str | None = None, processes: bool = True) -> None:
         from distributed import Client, LocalCluster
 
         self.cluster = None
@@ -70,11 +70,19 @@ class DaskExecutor(Executor):
             self.client = Client(address=scheduler, scheduler_file=scheduler_file)
         else:
             gpus = gpu_count()
+            n = workers or os.cpu_count() or 1
+            # In processes, each worker's Arrow/BLAS pool gets its share of the cores.
+            threads = str(max(1, (os.cpu_count() or 1) // n))
             self.cluster = LocalCluster(
-                n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                resources={"GPU": 1} if gpus else None, silence_logs=logging.ERROR)
+                n_workers=n if processes else 1, threads_per_worker=1 if processes else n,
+                processes=processes, dashboard_address="127.0.0.1:0",
+                resources={"GPU": 1} if gpus else None, silence_logs=logging.ERROR,
+                # processes talk over loopback TCP; threads share the process (inproc://)
+                **({"host": "127.0.0.1", "env": {"OMP_NUM_THREADS": threads}} if processes
+                   else {}))
             self.client = Client(self.cluster)
+            log.info("Dask LocalCluster: %s", f"{n} worker processes" if processes
+                     else f"{n} threads in one process (every stage releases the GIL)")
         log.info("Dask dashboard: %s", self.client.dashboard_link)
 
     def map(self, fn, tasks, keys, resources):
@@ -132,11 +140,11 @@ class RayExecutor(Executor):
 
 
 def make_executor(kind: str, workers: int | None = None, scheduler: str | None = None,
-                  scheduler_file: str | None = None) -> Executor:
+                  scheduler_file: str | None = None, processes: bool = True) -> Executor:
     if kind == "local":
         return LocalExecutor()
     if kind == "ray":
         return RayExecutor(workers, scheduler)
     if kind == "dask":
-        return DaskExecutor(workers, scheduler, scheduler_file)
+        return DaskExecutor(workers, scheduler, scheduler_file, processes)
     raise ValueError(f"unknown executor {kind!r}; expected local, dask or ray")

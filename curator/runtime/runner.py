@@ -65,8 +65,9 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
     manifests: dict[int, list[dict]] = {}
     ran = skipped = 0
     executor_kind = executor or config.type
+    processes = config.processes if config.processes is not None else pipeline.holds_gil()
     with make_executor(executor_kind, workers or config.workers, scheduler or config.scheduler,
-                       scheduler_file or config.scheduler_file) as ex:
+                       scheduler_file or config.scheduler_file, processes) as ex:
         for segment in plan.segments:
             if segment.kind == "dataset":
                 name, stage = segment.stages[0]

@@ -35,6 +35,9 @@ class Stage(BaseModel):
 
     type: ClassVar[str] = ""
     scope: ClassVar[Scope] = "batch"
+    #: False when the stage's work runs in native code that releases the GIL (Arrow, NumPy):
+    #: a pipeline of such stages alone runs in threads, without worker start-up or pickling.
+    holds_gil: ClassVar[bool] = True
 
     name: str | None = Field(None, description="Name used in stats and --set; defaults to type.")
 

@@ -14,6 +14,7 @@ class LengthFilter(Filter):
     """Keep documents with ``min_chars <= len(text) <= max_chars`` (code points)."""
 
     type = "length_filter"
+    holds_gil = False
 
     min_chars: int = Field(0, ge=0, description="Fewer characters: removed as 'too_short'.")
     max_chars: int | None = Field(None, gt=0, description="More characters: 'too_long'.")
