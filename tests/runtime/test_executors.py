@@ -61,3 +61,17 @@ def test_gpu_stage_without_gpu_workers_is_refused(tmp_path, dask_scheduler):
     pipeline = Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), RecordWorker()])
     with pytest.raises(RuntimeError, match="no Dask worker offers it"):
         pipeline.run(output=tmp_path / "run", scheduler=dask_scheduler, progress=False)
+
+
+def test_ray_executor_gives_the_same_output_as_dask(tmp_path):
+    pytest.importorskip("ray")
+    inputs = tmp_path / "in"
+    write_shards(inputs, 4)
+    outputs = {}
+    for executor in ("ray", "dask"):
+        pipeline = Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), WriteParquet()])
+        pipeline.run(output=tmp_path / executor, executor=executor, workers=2, progress=False)
+        assert_accounting(tmp_path / executor)
+        outputs[executor] = {p.name: p.read_bytes()
+                             for p in sorted((tmp_path / executor / "write_parquet").iterdir())}
+    assert outputs["ray"] == outputs["dask"] and len(outputs["ray"]) == 4
