@@ -8,6 +8,7 @@ bad lines fail, each with its file, line and byte offset.
 from __future__ import annotations
 
 import gzip
+import mmap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -114,9 +115,10 @@ class _BlockParser:
         batch.failed[:0] = failed
         return batch
 
-    def failure(self, error: str, line: int, offset: int, raw: bytes) -> Failure:
+    def failure(self, error: str, line: int, offset: int, raw: bytes | memoryview) -> Failure:
+        excerpt = bytes(raw[:EXCERPT]).decode("utf-8", "backslashreplace")
         return Failure(stage=self.stage, error=error, file=self.shard.label, line=line,
-                       offset=offset, excerpt=raw[:EXCERPT].decode("utf-8", "backslashreplace"))
+                       offset=offset, excerpt=excerpt)
 
 
 def _describe_json_error(line: bytes, err: orjson.JSONDecodeError) -> str:
@@ -154,60 +156,103 @@ class ReadJsonl(Source):
             yield from splitter.finish(parser, None)
 
 
+def _newline_after(data: memoryview, start: int) -> int:
+    """Position of the first newline at or after ``start``, or -1."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    step = 1 << 16
+    while start < len(arr):
+        hits = np.flatnonzero(arr[start:start + step] == 10)
+        if hits.size:
+            return start + int(hits[0])
+        start, step = start + step, min(step * 4, 1 << 24)
+    return -1
+
+
+def _newline_before(data: memoryview, end: int, start: int = 0) -> int:
+    """Position of the last newline in ``data[start:end]``, or -1."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    step = 1 << 16
+    while end > start:
+        low = max(start, end - step)
+        hits = np.flatnonzero(arr[low:end] == 10)
+        if hits.size:
+            return low + int(hits[-1])
+        end, step = low, min(step * 4, 1 << 24)
+    return -1
+
+
 class _LineSplitter:
-    """Cuts a byte stream into blocks of whole lines of about ``batch_bytes``."""
+    """Cuts a byte stream into blocks of whole lines of about ``batch_bytes``, without copying
+    them out of the stream's buffers (a memory-mapped local file is never copied)."""
 
     def __init__(self, batch_bytes: int, max_line_bytes: int) -> None:
         self.batch_bytes, self.max_line_bytes = batch_bytes, max_line_bytes
-        self.pending: list[bytes] = []
+        self.pending: list[memoryview] = []
         self.size, self.line, self.offset = 0, 1, 0
         self.skipping = False  # inside a line longer than max_line_bytes
 
-    def feed(self, chunk: bytes, parser: _BlockParser) -> Iterator[SourceBatch]:
+    def feed(self, chunk: bytes | memoryview, parser: _BlockParser) -> Iterator[SourceBatch]:
+        view = memoryview(chunk)
         if self.skipping:
-            end = chunk.find(b"\n")
+            end = _newline_after(view, 0)
             if end < 0:
-                self.offset += len(chunk)
+                self.offset += len(view)
                 return
             self.skipping = False
-            self.line, self.offset, chunk = self.line + 1, self.offset + end + 1, chunk[end + 1:]
-        self.pending.append(chunk)
-        self.size += len(chunk)
+            self.line, self.offset, view = self.line + 1, self.offset + end + 1, view[end + 1:]
+        self.pending.append(view)
+        self.size += len(view)
         if self.size < self.batch_bytes:
             return
-        data = b"".join(self.pending)
-        cut = data.rfind(b"\n") + 1
-        if cut == 0 and len(data) > self.max_line_bytes:
+        data = self._joined()
+        start = 0
+        while len(data) - start >= self.batch_bytes:
+            cut = _newline_before(data, start + self.batch_bytes, start) + 1
+            if cut == 0:
+                cut = _newline_after(data, start + self.batch_bytes) + 1
+                if cut == 0:
+                    break
+            yield self._block(data[start:cut], parser)
+            start = cut
+        rest = data[start:]
+        if len(rest) > self.max_line_bytes and _newline_after(rest, 0) < 0:
             error = f"line longer than max_line_bytes={self.max_line_bytes}; skipped"
-            yield SourceBatch(pa.table({}), [parser.failure(error, self.line, self.offset, data)])
-            self.offset += len(data)
+            yield SourceBatch(pa.table({}), [parser.failure(error, self.line, self.offset, rest)])
+            self.offset += len(rest)
             self.pending, self.size, self.skipping = [], 0, True
-        elif cut == 0:
-            self.pending = [data]
-        else:
-            yield self._block(data, cut, parser)
-            self.pending, self.size = [data[cut:]], len(data) - cut
+            return
+        self.pending, self.size = ([rest] if len(rest) else []), len(rest)
+
+    def _joined(self) -> memoryview:
+        if len(self.pending) == 1:
+            return self.pending[0]
+        return memoryview(b"".join(self.pending))
 
     def finish(self, parser: _BlockParser, damage: DamagedInput | None) -> Iterator[SourceBatch]:
-        data = b"".join(self.pending)
         if self.skipping:
             return
+        data = self._joined() if self.pending else memoryview(b"")
         if damage is None:
-            if data:
-                yield self._block(data, len(data), parser)
+            if len(data):
+                yield self._block(data, parser)
             return
-        cut = data.rfind(b"\n") + 1
+        cut = _newline_before(data, len(data)) + 1
         if cut:
-            yield self._block(data, cut, parser)
+            yield self._block(data[:cut], parser)
         error = f"{damage}; the record here and any after it are lost"
         yield SourceBatch(pa.table({}), [parser.failure(error, self.line, self.offset, data[cut:])])
 
-    def _block(self, data: bytes, cut: int, parser: _BlockParser) -> SourceBatch:
-        """Parse ``data[:cut]`` (without copying it) and advance the line and offset."""
-        newlines = data.count(b"\n", 0, cut)
-        batch = parser.parse(memoryview(data)[:cut], self.line, self.offset, newlines)
+    def _block(self, block: memoryview, parser: _BlockParser) -> SourceBatch:
+        """Parse whole lines and advance the line and offset."""
+        newlines = int(np.count_nonzero(np.frombuffer(block, dtype=np.uint8) == 10))
+        batch = parser.parse(block, self.line, self.offset, newlines)
+        if isinstance(block.obj, mmap.mmap):
+            # Parsed: drop the pages from this process (they stay in the page cache), so
+            # resident memory does not grow with the file.
+            start = self.offset - self.offset % mmap.PAGESIZE
+            block.obj.madvise(mmap.MADV_DONTNEED, start, self.offset + len(block) - start)
         self.line += newlines
-        self.offset += cut
+        self.offset += len(block)
         return batch
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import mmap
+import os
 import zlib
 from collections.abc import Iterator
 
 import zstandard
+from fsspec.core import url_to_fs
 
 from curator.io.files import open_binary
 
@@ -72,11 +75,25 @@ def _zstd_chunks(raw) -> Iterator[bytes]:
         raise DamagedInput("truncated zstd: the stream ended before its last frame was complete")
 
 
-def iter_decompressed(url: str, read_size: int = READ_SIZE) -> Iterator[bytes]:
+def _local_path(url: str) -> str | None:
+    fs, path = url_to_fs(url)
+    return path if "file" in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)) \
+        else None
+
+
+def iter_decompressed(url: str, read_size: int = READ_SIZE) -> Iterator[bytes | memoryview]:
     """Yield the decompressed bytes of ``url``; raise ``DamagedInput`` at the damaged point.
 
-    Uncompressed files are read ``read_size`` bytes at a time.
+    A plain local file is yielded once, memory-mapped (no copy); other plain files are read
+    ``read_size`` bytes at a time.
     """
+    local = _local_path(url) if compression_of(url) is None else None
+    if local is not None:
+        if os.path.getsize(local):
+            with open(local, "rb") as f:
+                # unmapped when the last view of it is released
+                yield memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        return
     with open_binary(url) as raw:
         kind = compression_of(url)
         if kind == "gzip":
