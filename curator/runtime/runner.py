@@ -16,7 +16,7 @@ from curator.runtime.progress import ProgressReporter
 from curator.runtime.rundir import RunDir
 from curator.runtime.shard_task import ShardTask, run_shard_task
 from curator.runtime.stats import write_stats
-from curator.stages.base import Shard, Source
+from curator.stages.base import Shard, Sink, Source
 
 log = logging.getLogger("curator")
 
@@ -63,6 +63,7 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
     started = time.time()
     reporter = ProgressReporter(progress)
     manifests: dict[int, list[dict]] = {}
+    extras: dict[str, dict[str, Any]] = {}
     ran = skipped = 0
     executor_kind = executor or config.type
     processes = config.processes if config.processes is not None else pipeline.holds_gil()
@@ -84,15 +85,27 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
             skipped += len(done)
             ran += len(new)
             manifests[segment.index] = sorted([*done.values(), *new], key=lambda m: m["part"])
+            extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
             if keep:
                 shards = [Shard(i, str(run_dir.work_dir(segment.index) / f"{s.part}.parquet"),
                                 label=s.part) for i, s in enumerate(shards)]
-    stats = write_stats(run_dir, pipeline, manifests,
+    stats = write_stats(run_dir, pipeline, manifests, extras,
                         {"seconds": round(time.time() - started, 3), "shards": len(inputs)})
     from curator.report.funnel import write_report
 
     write_report(run_dir.root, stats)
     return RunResult(run_dir.root, stats, ran, skipped)
+
+
+def _finalize_sinks(segment: Segment, run_dir: RunDir,
+                    manifests: list[dict]) -> dict[str, dict[str, Any]]:
+    """Let each writer of the segment write its dataset-level files; collect its stats."""
+    extras = {}
+    for name, stage in segment.stages:
+        if isinstance(stage, Sink):
+            infos = [m["sinks"][name] for m in manifests if name in m.get("sinks", {})]
+            extras[name] = stage.finalize(run_dir.root, name, infos)
+    return extras
 
 
 def _parts(shards: list[Shard]) -> list[Path]:

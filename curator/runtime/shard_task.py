@@ -178,15 +178,14 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
                 raise CurationError(f"intermediate write failed: {failure.error}")
         rows_out += table.num_rows
         started = time.perf_counter()
-    for writer in writers.values():
-        writer.close()
+    sinks = {name: info for name, writer in writers.items() if (info := writer.close())}
     if intermediate is not None:
         intermediate.close()
     outputs.close()
     manifest = {"segment": task.segment, "part": task.shard.part, "fingerprint": task.fingerprint,
                 "input": {"path": task.shard.path, "bytes": task.shard.size},
                 "stages": [counts[name].to_dict() for name, _ in task.stages],
-                "rows_out": rows_out}
+                "rows_out": rows_out, "sinks": sinks}
     return run_dir.commit(ctx.pending, manifest, task.segment)
 
 

@@ -22,8 +22,9 @@ def sum_counts(entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_stats(run_dir: RunDir, pipeline: Pipeline, manifests: dict[int, list[dict]],
-                extra: dict[str, Any]) -> dict[str, Any]:
-    """Aggregate the manifests of every segment into ``stats.json`` in pipeline order."""
+                stage_extras: dict[str, dict[str, Any]], extra: dict[str, Any]) -> dict[str, Any]:
+    """Aggregate the manifests of every segment into ``stats.json`` in pipeline order;
+    ``stage_extras`` adds entries to a stage (a writer's token counts, say)."""
     per_stage: dict[str, list[dict]] = {}
     for segment_manifests in manifests.values():
         for manifest in segment_manifests:
@@ -34,7 +35,7 @@ def write_stats(run_dir: RunDir, pipeline: Pipeline, manifests: dict[int, list[d
         entries = per_stage.get(name) or [{"name": name, "type": stage.type, "in": 0, "kept": 0,
                                            "removed": 0, "failed": 0, "removed_by_reason": {},
                                            "seconds": 0.0}]
-        stages.append(sum_counts(entries))
+        stages.append({**sum_counts(entries), **stage_extras.get(name, {})})
     stats = {"name": pipeline.name, "stages": stages, **extra}
     write_json_atomic(run_dir.root / "stats.json", stats)
     return stats

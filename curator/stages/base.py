@@ -138,7 +138,8 @@ class SinkWriter(Protocol):
     def write(self, table: pa.Table) -> list[Failure]:
         """Write rows; return those that could not be written."""
 
-    def close(self) -> None: ...
+    def close(self) -> dict[str, Any] | None:
+        """Finish the shard's files; may return facts for the shard manifest (token counts)."""
 
 
 class Sink(BatchStage):
@@ -146,6 +147,12 @@ class Sink(BatchStage):
 
     def open(self, ctx: ShardContext) -> SinkWriter:
         raise NotImplementedError
+
+    def finalize(self, run_dir: Path, stage_name: str,
+                 shard_infos: list[dict[str, Any]]) -> dict[str, Any]:
+        """After every shard is committed (resumed ones too): write dataset-level files such as
+        a blend file, and return extra entries for this stage in ``stats.json``. Idempotent."""
+        return {}
 
     def output_dir(self, run_dir: Path, stage_name: str) -> Path:
         path = getattr(self, "path", None)
