@@ -1,8 +1,16 @@
 """curator: GPU-accelerated, restartable data curation for LLM pre-training."""
 
 from curator.pipeline import ExecutorConfig, Pipeline
-from curator.stages import LengthFilter, ReadJsonl, ReadParquet, Sample, WriteJsonl, WriteParquet
+from curator.stages import (
+    ExactDedup,
+    LengthFilter,
+    ReadJsonl,
+    ReadParquet,
+    Sample,
+    WriteJsonl,
+    WriteParquet,
+)
 
-__all__ = ["ExecutorConfig", "LengthFilter", "Pipeline", "ReadJsonl", "ReadParquet", "Sample",
-           "WriteJsonl", "WriteParquet"]
+__all__ = ["ExactDedup", "ExecutorConfig", "LengthFilter", "Pipeline", "ReadJsonl", "ReadParquet",
+           "Sample", "WriteJsonl", "WriteParquet"]
 __version__ = "0.1.0"

@@ -12,6 +12,7 @@ from typing import Any
 
 from curator.pipeline import Pipeline, Segment
 from curator.runtime.executors import Executor, make_executor
+from curator.runtime.phases import DatasetContext
 from curator.runtime.progress import ProgressReporter
 from curator.runtime.rundir import RunDir
 from curator.runtime.shard_task import ShardTask, run_shard_task
@@ -19,20 +20,6 @@ from curator.runtime.stats import write_stats
 from curator.stages.base import Shard, Sink, Source
 
 log = logging.getLogger("curator")
-
-
-@dataclass
-class DatasetContext:
-    """What a dataset-wide stage gets: its work directory and the executor to map tasks on."""
-
-    run_dir: RunDir
-    work_dir: Path
-    executor: Executor
-    stage_name: str
-    fingerprint: str
-    on_error: str
-    rejected: str
-    batch_bytes: int
 
 
 @dataclass
@@ -76,8 +63,8 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
                                      fingerprint, pipeline.on_error, pipeline.rejected,
                                      pipeline.batch_bytes)
                 result = stage.run_dataset(_parts(shards), ctx)
-                manifests[segment.index] = [result.manifest]
-                shards = result.shards
+                manifests[segment.index] = [{"stages": [result.counts]}]
+                shards = [Shard(i, str(p), label=p.name) for i, p in enumerate(result.parts)]
                 continue
             keep = _followed_by_dataset(plan.segments, segment)
             done, new = _run_segment(ex, segment, shards, run_dir, pipeline, fingerprint, keep,

@@ -163,6 +163,14 @@ class Sink(BatchStage):
 
 
 # ---------------------------------------------------------------------------- dataset stages
+@dataclass
+class DatasetResult:
+    """What a dataset-wide stage hands on: its output parts and its funnel entry."""
+
+    parts: list[Path]
+    counts: dict[str, Any]
+
+
 class DatasetStage(Stage):
     """A stage that needs the whole dataset (a barrier): dedup, decontamination, packing.
 
@@ -173,7 +181,7 @@ class DatasetStage(Stage):
 
     scope: ClassVar[Scope] = "dataset"
 
-    def run_dataset(self, parts: list[Path], ctx: Any) -> Any:
+    def run_dataset(self, parts: list[Path], ctx: Any) -> DatasetResult:
         raise NotImplementedError
 
 

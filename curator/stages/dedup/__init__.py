@@ -1,0 +1,1 @@
+"""Exact and fuzzy deduplication: dataset-wide stages in restartable phases."""
