@@ -1,16 +1,31 @@
-"""curator: GPU-accelerated, restartable data curation for LLM pre-training."""
+"""curator: GPU-accelerated, restartable data curation for LLM pre-training.
 
-from curator.pipeline import ExecutorConfig, Pipeline
-from curator.stages import (
-    ExactDedup,
-    LengthFilter,
-    ReadJsonl,
-    ReadParquet,
-    Sample,
-    WriteJsonl,
-    WriteParquet,
-)
+The public names are imported on first use, so that ``import curator.kernels`` on a GPU node
+needs only NumPy/CuPy, not the pipeline's dependencies.
+"""
 
-__all__ = ["ExactDedup", "ExecutorConfig", "LengthFilter", "Pipeline", "ReadJsonl", "ReadParquet",
-           "Sample", "WriteJsonl", "WriteParquet"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Pipeline": "curator.pipeline",
+    "ExecutorConfig": "curator.pipeline",
+    "ExactDedup": "curator.stages",
+    "LengthFilter": "curator.stages",
+    "ReadJsonl": "curator.stages",
+    "ReadParquet": "curator.stages",
+    "Sample": "curator.stages",
+    "WriteJsonl": "curator.stages",
+    "WriteParquet": "curator.stages",
+}
+
+__all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'curator' has no attribute {name!r}")
