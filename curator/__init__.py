@@ -12,13 +12,13 @@ from typing import Any
 _EXPORTS = {
     "Pipeline": "curator.pipeline",
     "ExecutorConfig": "curator.pipeline",
-    "ExactDedup": "curator.stages",
-    "LengthFilter": "curator.stages",
-    "ReadJsonl": "curator.stages",
-    "ReadParquet": "curator.stages",
-    "Sample": "curator.stages",
-    "WriteJsonl": "curator.stages",
-    "WriteParquet": "curator.stages",
+    "ReadJsonl": "curator.io.jsonl",
+    "WriteJsonl": "curator.io.jsonl",
+    "ReadParquet": "curator.io.parquet",
+    "WriteParquet": "curator.io.parquet",
+    "LengthFilter": "curator.stages.filters.length",
+    "Sample": "curator.stages.sample",
+    "ExactDedup": "curator.stages.dedup.exact",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -84,3 +84,25 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         for f in schema
     ]
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One unit of input work, defined by the input listing (not by the cluster)."""
+
+    index: int
+    path: str
+    size: int | None = None
+    label: str = ""  # name used in ids and error positions (path relative to the input root)
+
+    @property
+    def part(self) -> str:
+        return f"part-{self.index:05d}"
+
+
+@dataclass
+class SourceBatch:
+    """Rows read from a shard plus the records that could not be read."""
+
+    table: pa.Table
+    failed: list[Failure] = field(default_factory=list)

@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from curator.pipeline import Pipeline, resolve_names
-from curator.stages.base import STAGES, Stage, stage_class
+from curator.stages.base import Stage, stage_class, stage_types
 
 Path_ = tuple[Any, ...]
 
@@ -132,12 +132,10 @@ def _validate(data: dict, located: _Located) -> Pipeline:
 
 def _build_stage(raw: dict, index: int, name: str, located: _Located) -> Stage:
     type_name = raw["type"]
-    import curator.stages  # noqa: F401  (registers the built-in stages)
-
-    if type_name not in STAGES:
+    if type_name not in stage_types():
         raise located.error(("stages", index, "type"),
                             f"unknown stage type {type_name!r}" + _suggest(str(type_name),
-                                                                             list(STAGES)))
+                                                                             stage_types()))
     cls = stage_class(type_name)
     params = {k: v for k, v in raw.items() if k != "type"}
     try:

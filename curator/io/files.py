@@ -5,7 +5,7 @@ from __future__ import annotations
 import fsspec
 from fsspec.core import url_to_fs
 
-from curator.stages.base import Shard
+from curator.batch import Shard
 
 GLOB_CHARS = "*?["
 

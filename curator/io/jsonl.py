@@ -20,10 +20,9 @@ import pyarrow.json as pj
 from pydantic import Field
 
 from curator.batch import Failure
-from curator.io.files import list_shards
 from curator.io.records import ColumnMap, table_from_rows
 from curator.io.streams import DamagedInput, iter_decompressed
-from curator.stages.base import Shard, ShardContext, Sink, Source, SourceBatch
+from curator.stages.base import FileSource, Shard, ShardContext, Sink, SourceBatch
 
 ARROW_BLOCK = 8 << 20
 EXCERPT = 1 << 16
@@ -129,19 +128,13 @@ def _describe_json_error(line: bytes, err: orjson.JSONDecodeError) -> str:
     return f"invalid JSON: {err}"
 
 
-class ReadJsonl(Source):
+class ReadJsonl(FileSource):
     """Read JSON Lines files (plain, .gz, .zst; local, http(s)://, s3://), one shard per file."""
 
     type = "read_jsonl"
     holds_gil = False
 
-    path: str | list[str] = Field(description="File, glob or list of them.")
-    text_field: str = Field("text", description="Field holding the document text.")
-    id_field: str = Field("id", description="Field holding a stable id; path:line when absent.")
     max_line_bytes: int = Field(512 << 20, gt=0, description="Longer lines fail and are skipped.")
-
-    def shards(self) -> list[Shard]:
-        return list_shards(self.path)
 
     def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
         columns = ColumnMap(text_field=self.text_field, id_field=self.id_field)

@@ -13,24 +13,18 @@ import pyarrow.parquet as pq
 from pydantic import Field
 
 from curator.batch import Failure, concat, conform
-from curator.io.files import list_shards, open_binary
+from curator.io.files import open_binary
 from curator.io.records import ColumnMap
-from curator.stages.base import Shard, ShardContext, Sink, Source, SourceBatch
+from curator.stages.base import FileSource, Shard, ShardContext, Sink, SourceBatch
 
 
-class ReadParquet(Source):
+class ReadParquet(FileSource):
     """Read Parquet files (local, http(s)://, s3://), one shard per file."""
 
     type = "read_parquet"
     holds_gil = False
 
-    path: str | list[str] = Field(description="File, glob or list of them.")
-    text_field: str = Field("text", description="Column holding the document text.")
-    id_field: str = Field("id", description="Column holding a stable id; path:row when absent.")
     columns: list[str] | None = Field(None, description="Columns to read; default all.")
-
-    def shards(self) -> list[Shard]:
-        return list_shards(self.path)
 
     def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
         yield from read_parquet_batches(shard, batch_bytes, self.name or self.type,

@@ -9,8 +9,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator.batch import ID, TEXT, Failure
-from curator.stages.base import Shard, SourceBatch
+from curator.batch import ID, TEXT, Failure, Shard, SourceBatch
 
 
 def _string_ids(label: str, positions: np.ndarray) -> pa.Array:

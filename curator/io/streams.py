@@ -5,7 +5,8 @@ from __future__ import annotations
 import mmap
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import zstandard
 from fsspec.core import url_to_fs
@@ -28,51 +29,37 @@ def compression_of(url: str) -> str | None:
     return None
 
 
-def _gzip_chunks(raw) -> Iterator[bytes]:
-    """Decompress a (possibly multi-member) gzip stream."""
-    decomp = zlib.decompressobj(wbits=31)
-    in_member = False
+def _frames(raw, new_decompressor: Callable[[], Any], errors: tuple[type[Exception], ...],
+            name: str) -> Iterator[bytes]:
+    """Decompress a stream of concatenated frames (gzip members, zstd frames)."""
+    decomp = new_decompressor()
+    in_frame = False
     while block := raw.read(READ_SIZE):
         while block:
-            if not in_member and not block.strip(b"\0"):
-                break  # zero padding after the last member
-            in_member = True
+            if not in_frame and not block.strip(b"\0"):
+                break  # zero padding after the last frame
+            in_frame = True
             try:
                 out = decomp.decompress(block)
-            except zlib.error as err:
-                raise DamagedInput(f"corrupt gzip data: {err}") from None
+            except errors as err:
+                raise DamagedInput(f"corrupt {name} data: {err}") from None
             if out:
                 yield out
             if decomp.eof:
-                block = decomp.unused_data
-                decomp = zlib.decompressobj(wbits=31)
-                in_member = False
+                block, decomp, in_frame = decomp.unused_data, new_decompressor(), False
             else:
                 block = b""
-    if in_member:
-        raise DamagedInput("truncated gzip: the stream ended before its end-of-stream marker")
+    if in_frame:
+        raise DamagedInput(f"truncated {name}: the stream ended before its end-of-stream marker")
+
+
+def _gzip_chunks(raw) -> Iterator[bytes]:
+    return _frames(raw, lambda: zlib.decompressobj(wbits=31), (zlib.error,), "gzip")
 
 
 def _zstd_chunks(raw) -> Iterator[bytes]:
-    decomp = zstandard.ZstdDecompressor().decompressobj()
-    fed = False
-    while block := raw.read(READ_SIZE):
-        while block:
-            fed = True
-            try:
-                out = decomp.decompress(block)
-            except zstandard.ZstdError as err:
-                raise DamagedInput(f"corrupt zstd data: {err}") from None
-            if out:
-                yield out
-            if decomp.eof:
-                block = decomp.unused_data
-                decomp = zstandard.ZstdDecompressor().decompressobj()
-                fed = False
-            else:
-                block = b""
-    if fed and not decomp.eof:
-        raise DamagedInput("truncated zstd: the stream ended before its last frame was complete")
+    return _frames(raw, lambda: zstandard.ZstdDecompressor().decompressobj(),
+                   (zstandard.ZstdError,), "zstd")
 
 
 def _local_path(url: str) -> str | None:

@@ -1,10 +1,13 @@
-"""Built-in stages; importing this package registers them under their YAML ``type``."""
+"""Stages. Built-in stage types are listed here by module and imported on first use, so that
+reading a config does not import every library (tokenizers, numba) and nothing imports in a
+cycle. Stages defined elsewhere register themselves by subclassing (``Stage.type``)."""
 
-from curator.io.jsonl import ReadJsonl, WriteJsonl
-from curator.io.parquet import ReadParquet, WriteParquet
-from curator.stages.dedup.exact import ExactDedup
-from curator.stages.filters.length import LengthFilter
-from curator.stages.sample import Sample
-
-__all__ = ["ExactDedup", "LengthFilter", "ReadJsonl", "ReadParquet", "Sample", "WriteJsonl",
-           "WriteParquet"]
+BUILTIN: dict[str, str] = {
+    "read_jsonl": "curator.io.jsonl",
+    "write_jsonl": "curator.io.jsonl",
+    "read_parquet": "curator.io.parquet",
+    "write_parquet": "curator.io.parquet",
+    "length_filter": "curator.stages.filters.length",
+    "sample": "curator.stages.sample",
+    "exact_dedup": "curator.stages.dedup.exact",
+}

@@ -12,6 +12,7 @@ YAML). Its ``scope`` tells the planner how it runs:
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from typing import Any, ClassVar, Literal, Protocol
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from curator.batch import BatchResult, Failure, split_by_reason
+from curator.batch import BatchResult, Failure, Shard, SourceBatch, split_by_reason
 
 Scope = Literal["source", "batch", "dataset"]
 
@@ -62,28 +63,6 @@ class Stage(BaseModel):
 
 
 # ---------------------------------------------------------------------------- sources
-@dataclass(frozen=True)
-class Shard:
-    """One unit of input work, defined by the input listing (not by the cluster)."""
-
-    index: int
-    path: str
-    size: int | None = None
-    label: str = ""  # name used in ids and error positions (path relative to the input root)
-
-    @property
-    def part(self) -> str:
-        return f"part-{self.index:05d}"
-
-
-@dataclass
-class SourceBatch:
-    """Rows read from a shard plus the records that could not be read."""
-
-    table: pa.Table
-    failed: list[Failure] = field(default_factory=list)
-
-
 class Source(Stage):
     """A stage that lists shards and reads each one as a stream of batches."""
 
@@ -94,6 +73,19 @@ class Source(Stage):
 
     def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
         raise NotImplementedError
+
+
+class FileSource(Source):
+    """A source that reads files named by paths or globs, one shard per file."""
+
+    path: str | list[str] = Field(description="File, glob or list of them.")
+    text_field: str = Field("text", description="Field holding the document text.")
+    id_field: str = Field("id", description="Field holding a stable id; path:position if absent.")
+
+    def shards(self) -> list[Shard]:
+        from curator.io.files import list_shards
+
+        return list_shards(self.path)
 
 
 # ---------------------------------------------------------------------------- batch stages
@@ -185,8 +177,17 @@ class DatasetStage(Stage):
         raise NotImplementedError
 
 
-def stage_class(type_name: str) -> type[Stage]:
-    """The registered class for ``type_name`` (KeyError when unknown)."""
-    import curator.stages  # noqa: F401  (registers the built-in stages)
+def stage_types() -> list[str]:
+    """Every known stage type: built-in and registered."""
+    from curator.stages import BUILTIN
 
+    return sorted(set(BUILTIN) | set(STAGES))
+
+
+def stage_class(type_name: str) -> type[Stage]:
+    """The class for ``type_name``, importing its module on first use (KeyError when unknown)."""
+    from curator.stages import BUILTIN
+
+    if type_name not in STAGES and type_name in BUILTIN:
+        importlib.import_module(BUILTIN[type_name])
     return STAGES[type_name]
