@@ -75,3 +75,15 @@ def test_ray_executor_gives_the_same_output_as_dask(tmp_path):
         outputs[executor] = {p.name: p.read_bytes()
                              for p in sorted((tmp_path / executor / "write_parquet").iterdir())}
     assert outputs["ray"] == outputs["dask"] and len(outputs["ray"]) == 4
+
+
+def test_existing_cluster_by_scheduler_file(tmp_path, dask_scheduler):
+    """A batch job writes the scheduler file; `curate run --scheduler-file` joins that cluster."""
+    scheduler_file = tmp_path / "scheduler.json"
+    scheduler_file.write_text(f'{{"address": "{dask_scheduler}"}}')
+    inputs = tmp_path / "in"
+    write_shards(inputs, 3)
+    result = Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), WriteParquet()]).run(
+        output=tmp_path / "run", scheduler_file=str(scheduler_file), progress=False)
+    assert result.shards_run == 3
+    assert_accounting(tmp_path / "run")
