@@ -19,6 +19,7 @@ _EXPORTS = {
     "LengthFilter": "curator.stages.filters.length",
     "Sample": "curator.stages.sample",
     "ExactDedup": "curator.stages.dedup.exact",
+    "Tokenize": "curator.stages.tokenize",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -18,31 +18,36 @@ bytes, because nothing depends on timing, process ids or partial state.
 from __future__ import annotations
 
 import array
-import json
 import os
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
 __all__ = [
-    "INDEX_HEADER",
     "DTYPE_CODES",
-    "TokenOutOfVocabError",
-    "optimal_dtype",
+    "INDEX_HEADER",
     "IndexedDatasetWriter",
-    "ShardedIndexedDatasetWriter",
     "ShardInfo",
+    "ShardedIndexedDatasetWriter",
+    "TokenOutOfVocabError",
     "is_complete",
+    "optimal_dtype",
     "read_index",
 ]
 
 INDEX_HEADER = b"MMIDIDX\x00\x00"
 # megatron.core.datasets.indexed_dataset.DType
 DTYPE_CODES = {
-    np.dtype(np.uint8): 1, np.dtype(np.int8): 2, np.dtype(np.int16): 3, np.dtype(np.int32): 4,
-    np.dtype(np.int64): 5, np.dtype(np.float64): 6, np.dtype(np.float32): 7, np.dtype(np.uint16): 8,
+    np.dtype(np.uint8): 1,
+    np.dtype(np.int8): 2,
+    np.dtype(np.int16): 3,
+    np.dtype(np.int32): 4,
+    np.dtype(np.int64): 5,
+    np.dtype(np.float64): 6,
+    np.dtype(np.float32): 7,
+    np.dtype(np.uint16): 8,
 }
 CODE_DTYPES = {v: k for k, v in DTYPE_CODES.items()}
 UINT16_LIMIT = 65500  # megatron-core DType.optimal_dtype: uint16 iff cardinality < 65500
@@ -97,6 +102,10 @@ class IndexedDatasetWriter:
 
     Use as a context manager: a clean exit commits (renames into place); an exception removes the
     temporary files and leaves no shard behind.
+
+    ``temporary`` hands the commit to a caller: it maps each final path (``.bin``, then ``.idx``)
+    to the temporary path to write, and ``close`` leaves the files there for the caller to rename
+    (the pipeline runtime commits a shard's files together, then its manifest).
     """
 
     def __init__(
@@ -105,10 +114,11 @@ class IndexedDatasetWriter:
         *,
         vocab_size: int,
         eod_id: int | None = None,
-        dtype: "np.dtype | type | None" = None,
+        dtype: np.dtype | type | None = None,
         keep_empty: bool = False,
         fsync: bool = True,
         buffer_size: int = 1 << 22,
+        temporary: Callable[[str], str] | None = None,
     ) -> None:
         self.prefix = os.fspath(prefix)
         self.vocab_size = int(vocab_size)
@@ -118,23 +128,30 @@ class IndexedDatasetWriter:
         if self.dtype == np.uint16 and self.vocab_size > 65536:
             raise ValueError(f"vocab_size {self.vocab_size} does not fit uint16 tokens")
         if eod_id is not None and not 0 <= eod_id < self.vocab_size:
-            raise TokenOutOfVocabError(f"eod_id {eod_id} is outside the vocabulary [0, {self.vocab_size})")
+            raise TokenOutOfVocabError(
+                f"eod_id {eod_id} is outside the vocabulary [0, {self.vocab_size})"
+            )
         self.eod_id = eod_id
         self.keep_empty = keep_empty
         self.fsync = fsync
         self.bin_path = self.prefix + ".bin"
         self.idx_path = self.prefix + ".idx"
-        self._tmp_bin = self.bin_path + ".tmp"
-        self._tmp_idx = self.idx_path + ".tmp"
         parent = os.path.dirname(self.prefix)
         if parent:
             os.makedirs(parent, exist_ok=True)
-        # A stale finished shard under the same prefix is invalidated first (idx before bin), so
-        # a crash from here on can never leave an old .idx next to a new .bin.
-        for p in (self.idx_path, self.bin_path):
-            if os.path.exists(p):
-                os.remove(p)
-        self._bin = open(self._tmp_bin, "wb", buffering=buffer_size)
+        self._commit = temporary is None
+        if temporary is None:
+            self._tmp_bin = self.bin_path + ".tmp"
+            self._tmp_idx = self.idx_path + ".tmp"
+            # A stale finished shard under the same prefix is invalidated first (idx before bin),
+            # so a crash from here on can never leave an old .idx next to a new .bin.
+            for p in (self.idx_path, self.bin_path):
+                if os.path.exists(p):
+                    os.remove(p)
+        else:
+            self._tmp_bin = os.fspath(temporary(self.bin_path))
+            self._tmp_idx = os.fspath(temporary(self.idx_path))
+        self._bin = open(self._tmp_bin, "wb", buffering=buffer_size)  # noqa: SIM115 (close())
         self._lengths = array.array("i")
         self._num_documents = 0
         self.num_tokens = 0
@@ -219,10 +236,16 @@ class IndexedDatasetWriter:
         doc_idx = np.arange(n + 1, dtype=np.int64)
         head = INDEX_HEADER + struct.pack("<Q", 1) + struct.pack("<B", DTYPE_CODES[self.dtype])
         head += struct.pack("<Q", n) + struct.pack("<Q", n + 1)
-        return b"".join((head, lengths.astype("<i4").tobytes(), pointers.astype("<i8").tobytes(),
-                         doc_idx.astype("<i8").tobytes()))
+        return b"".join(
+            (
+                head,
+                lengths.astype("<i4").tobytes(),
+                pointers.astype("<i8").tobytes(),
+                doc_idx.astype("<i8").tobytes(),
+            )
+        )
 
-    def close(self) -> "ShardInfo":
+    def close(self) -> ShardInfo:
         """Write the index and move both files into place; returns the shard's summary."""
         if self.closed:
             raise ValueError(f"writer for {self.prefix!r} is already closed")
@@ -235,10 +258,11 @@ class IndexedDatasetWriter:
             f.flush()
             if self.fsync:
                 os.fsync(f.fileno())
-        os.replace(self._tmp_bin, self.bin_path)
-        os.replace(self._tmp_idx, self.idx_path)
-        if self.fsync:
-            _fsync_dir(os.path.dirname(self.prefix))
+        if self._commit:
+            os.replace(self._tmp_bin, self.bin_path)
+            os.replace(self._tmp_idx, self.idx_path)
+            if self.fsync:
+                _fsync_dir(os.path.dirname(self.prefix))
         self.closed = True
         info = self.info()
         self._lengths = array.array("i")  # free the index memory; counts stay
@@ -256,7 +280,7 @@ class IndexedDatasetWriter:
                     os.remove(p)
             self.closed = True
 
-    def info(self) -> "ShardInfo":
+    def info(self) -> ShardInfo:
         return ShardInfo(
             prefix=self.prefix,
             num_sequences=self.num_documents,
@@ -267,7 +291,7 @@ class IndexedDatasetWriter:
             empty_skipped=self.empty_skipped,
         )
 
-    def __enter__(self) -> "IndexedDatasetWriter":
+    def __enter__(self) -> IndexedDatasetWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -306,7 +330,8 @@ class ShardedIndexedDatasetWriter:
     A new shard starts when adding the next document would take the current one over
     ``max_shard_tokens`` or ``max_shard_bytes`` (a document is never split; a single document over
     the budget gets a shard of its own). Shard boundaries depend only on the document order and
-    token counts, so the same input always gives the same shards.
+    token counts, so the same input always gives the same shards. ``temporary``: as for
+    :class:`IndexedDatasetWriter` (the caller commits every shard's files).
     """
 
     def __init__(
@@ -318,10 +343,12 @@ class ShardedIndexedDatasetWriter:
         eod_id: int | None = None,
         max_shard_tokens: int | None = None,
         max_shard_bytes: int | None = None,
-        dtype: "np.dtype | type | None" = None,
+        dtype: np.dtype | type | None = None,
         keep_empty: bool = False,
         fsync: bool = True,
+        temporary: Callable[[str], str] | None = None,
     ) -> None:
+        self.temporary = temporary
         self.directory = os.fspath(directory)
         self.name = name
         self.vocab_size = int(vocab_size)
@@ -347,8 +374,13 @@ class ShardedIndexedDatasetWriter:
 
     def _open_next(self) -> IndexedDatasetWriter:
         self._current = IndexedDatasetWriter(
-            self.shard_prefix(len(self.shards)), vocab_size=self.vocab_size, eod_id=self.eod_id,
-            dtype=self.dtype, keep_empty=self.keep_empty, fsync=self.fsync,
+            self.shard_prefix(len(self.shards)),
+            vocab_size=self.vocab_size,
+            eod_id=self.eod_id,
+            dtype=self.dtype,
+            keep_empty=self.keep_empty,
+            fsync=self.fsync,
+            temporary=self.temporary,
         )
         return self._current
 
@@ -392,7 +424,7 @@ class ShardedIndexedDatasetWriter:
                     self._roll()
                     continue
             before = w.empty_skipped
-            n_written += w.add_flat(flat[starts[i]:starts[j]], lengths[i:j])
+            n_written += w.add_flat(flat[starts[i] : starts[j]], lengths[i:j])
             self.empty_skipped += w.empty_skipped - before
             i = j
             if w.num_tokens >= self.max_tokens and i < n:
@@ -419,13 +451,17 @@ class ShardedIndexedDatasetWriter:
 
     @property
     def num_tokens(self) -> int:
-        return sum(s.num_tokens for s in self.shards) + (self._current.num_tokens if self._current else 0)
+        return sum(s.num_tokens for s in self.shards) + (
+            self._current.num_tokens if self._current else 0
+        )
 
     @property
     def num_documents(self) -> int:
-        return sum(s.num_documents for s in self.shards) + (self._current.num_documents if self._current else 0)
+        return sum(s.num_documents for s in self.shards) + (
+            self._current.num_documents if self._current else 0
+        )
 
-    def __enter__(self) -> "ShardedIndexedDatasetWriter":
+    def __enter__(self) -> ShardedIndexedDatasetWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -447,8 +483,16 @@ def read_index(prefix: str) -> dict:
     (code,) = struct.unpack_from("<B", buf, 17)
     n, d = struct.unpack_from("<QQ", buf, 18)
     off = 34
-    lengths = np.frombuffer(buf, "<i4", n, off); off += 4 * n
-    pointers = np.frombuffer(buf, "<i8", n, off); off += 8 * n
-    doc_idx = np.frombuffer(buf, "<i8", d, off); off += 8 * d
-    return {"dtype": CODE_DTYPES[code], "sequence_lengths": lengths, "sequence_pointers": pointers,
-            "document_indices": doc_idx, "trailing_bytes": len(buf) - off}
+    lengths = np.frombuffer(buf, "<i4", n, off)
+    off += 4 * n
+    pointers = np.frombuffer(buf, "<i8", n, off)
+    off += 8 * n
+    doc_idx = np.frombuffer(buf, "<i8", d, off)
+    off += 8 * d
+    return {
+        "dtype": CODE_DTYPES[code],
+        "sequence_lengths": lengths,
+        "sequence_pointers": pointers,
+        "document_indices": doc_idx,
+        "trailing_bytes": len(buf) - off,
+    }

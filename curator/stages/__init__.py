@@ -10,4 +10,5 @@ BUILTIN: dict[str, str] = {
     "length_filter": "curator.stages.filters.length",
     "sample": "curator.stages.sample",
     "exact_dedup": "curator.stages.dedup.exact",
+    "tokenize": "curator.stages.tokenize",
 }

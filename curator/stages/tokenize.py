@@ -1,0 +1,409 @@
+"""``tokenize``: documents → Megatron-Core indexed datasets, a blend file and token counts.
+
+Per input shard, per source and split, the stage writes
+``<out>/<name>[_<source>][_<split>]_<shard:05d>_<piece:05d>_text_document.{bin,idx}`` (a new
+piece when ``max_shard_tokens`` / ``max_shard_bytes`` is reached), committed with the shard by
+the runtime (temporary names, renamed when the shard is whole, manifest last). After every shard
+it writes ``<out>/blend.json`` (relative weights per source, the ``--data-path`` / NeMo 2
+``paths=`` strings to paste) and ``<out>/per_dataset_sequences.json``, and reports tokens and
+documents per source and split, the vocabulary and the padded vocabulary the trainer will use.
+
+Tokenizing happens in ``process`` (so a document that tokenizes to nothing is *removed* with
+reason ``empty_after_tokenization`` and shows in the funnel); the token ids of the kept rows are
+handed to the shard's writer through a per-thread queue, so nothing is encoded twice and the
+documents pass on unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import deque
+from itertools import chain
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import xxhash
+from pydantic import Field, PrivateAttr, field_validator
+
+from curator.batch import ID, REASON, TEXT, BatchResult, Failure
+from curator.blend import Blend
+from curator.fp8 import FP8ConfigError, check_seq_length, vocab_report
+from curator.io.megatron import ShardedIndexedDatasetWriter, ShardInfo, TokenOutOfVocabError
+from curator.stages.base import ShardContext, Sink
+from curator.tokenizers import Tokenizer, TokenizerSpecError, load_tokenizer
+
+EMPTY_REASON = "empty_after_tokenization"
+SPLITS = ("train", "valid", "test")
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_HANDOFF = threading.local()  # tokens computed by process(), consumed by the writer
+
+
+def safe_name(name: str) -> str:
+    """A file-name-safe spelling of ``name``; a hash keeps two different names apart."""
+    cleaned = _SAFE.sub("_", name).strip("._") or "source"
+    if cleaned == name:
+        return name
+    return f"{cleaned}-{xxhash.xxh32_hexdigest(name.encode())}"
+
+
+def split_of(ids: list[str], fractions: dict[str, float], seed: int) -> np.ndarray:
+    """Index into ``SPLITS`` per id, from a seeded 64-bit hash of the id (deterministic)."""
+    bounds = np.cumsum([fractions.get(s, 0.0) for s in SPLITS])
+    bounds[-1] = np.inf  # rounding never sends a document past "test"
+    prefix = f"{seed}\x00".encode()
+    u = np.fromiter((xxhash.xxh3_64_intdigest(prefix + str(i).encode()) for i in ids),
+                    dtype=np.uint64, count=len(ids)).astype(np.float64) / 2.0**64
+    return np.searchsorted(bounds, u, side="right").astype(np.int8)
+
+
+class Tokenize(Sink):
+    """Tokenize documents into Megatron-Core ``.bin/.idx`` shards with a blend file."""
+
+    type = "tokenize"
+
+    tokenizer: str | dict[str, Any] = Field(
+        description="tokenizer.json, a model directory, a SentencePiece .model or a .tiktoken "
+        "file; or a mapping {path, type, eod_token, pattern, special_tokens}.")
+    path: str | None = Field(None, description="Output directory; default <output>/tokens.")
+    dataset_name: str | None = Field(
+        None, description="File name prefix and default source name; default the stage name.")
+    append_eod: bool = Field(True, description="Append the end-of-document token to every "
+                             "document.")
+    keep_empty: bool = Field(False, description="Keep documents that tokenize to nothing (as a "
+                             "lone EOD); default: remove them (reason empty_after_tokenization).")
+    max_shard_tokens: int | None = Field(None, gt=0, description="Start a new .bin/.idx piece "
+                                         "before this many tokens.")
+    max_shard_bytes: int | None = Field(None, gt=0, description="Start a new piece before this "
+                                        "many .bin bytes.")
+    seq_length: int | None = Field(None, description="The trainer's sequence length: must be a "
+                                   "multiple of 128 (FP8); used for sample counts and warnings.")
+    tensor_parallel_size: int = Field(1, gt=0, description="Tensor-parallel size, for the padded "
+                                      "vocabulary size in the stats.")
+    source_field: str | None = Field(None, description="Column naming each document's source "
+                                     "(one blend entry per source); default one source.")
+    weights: dict[str, float] | None = Field(None, description="Relative weight per source; "
+                                             "default: the natural mix (token counts).")
+    split: dict[Literal["train", "valid", "test"], float] | None = Field(
+        None, description="Fractions per split, e.g. {train: 0.98, valid: 0.01, test: 0.01}; "
+        "assigned by a seeded hash of the document id.")
+    seed: int = Field(0, description="Seed of the split hash.")
+
+    _tok: Tokenizer | None = PrivateAttr(None)
+    _tok_hash: str | None = PrivateAttr(None)
+
+    # ------------------------------------------------------------------ validation
+    @field_validator("seq_length")
+    @classmethod
+    def _check_seq_length(cls, value: int | None) -> int | None:
+        if value is None:
+            return value
+        try:
+            return check_seq_length(value)
+        except FP8ConfigError as err:
+            raise ValueError(str(err)) from None
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _check_tokenizer(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
+        try:
+            load_tokenizer(value)  # checks the path and the kind; loads nothing
+        except TokenizerSpecError as err:
+            raise ValueError(str(err)) from None
+        return value
+
+    @field_validator("dataset_name")
+    @classmethod
+    def _check_name(cls, value: str | None) -> str | None:
+        if value is not None and safe_name(value) != value:
+            raise ValueError(f"dataset_name {value!r} must use only letters, digits, '.', '_' "
+                             f"and '-' (it names files); e.g. {_SAFE.sub('_', value)!r}")
+        return value
+
+    @field_validator("weights")
+    @classmethod
+    def _check_weights(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is None:
+            return value
+        bad = {k: w for k, w in value.items() if not math.isfinite(w) or w < 0}
+        if bad:
+            raise ValueError(f"weights must be finite and non-negative; got {bad}")
+        if not any(w > 0 for w in value.values()):
+            raise ValueError("at least one source needs a positive weight")
+        return value
+
+    @field_validator("split")
+    @classmethod
+    def _check_split(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is None:
+            return value
+        if any(not 0 <= f <= 1 for f in value.values()):
+            raise ValueError(f"split fractions must lie in [0, 1]; got {value}")
+        if abs(sum(value.values()) - 1) > 1e-6:
+            raise ValueError(f"split fractions must sum to 1; got {value} "
+                             f"(sum {sum(value.values()):g})")
+        return value
+
+    # ------------------------------------------------------------------ worker state
+    def setup(self) -> None:
+        tok = load_tokenizer(self.tokenizer)
+        tok._load()
+        if self.append_eod:
+            _ = tok.eod_id  # a tokenizer without an end-of-document token fails here, once
+        self._tok = tok
+        self._tok_hash = _file_hash(tok.path)
+
+    def _tokenizer(self) -> Tokenizer:
+        if self._tok is None:
+            self.setup()
+        assert self._tok is not None
+        return self._tok
+
+    def _queue(self) -> deque:
+        queues = getattr(_HANDOFF, "queues", None)
+        if queues is None:
+            queues = _HANDOFF.queues = {}
+        return queues.setdefault(id(self), deque())
+
+    def output_dir(self, run_dir: Path, stage_name: str) -> Path:
+        return Path(self.path) if self.path else Path(run_dir) / "tokens"
+
+    def base_name(self, stage_name: str) -> str:
+        return self.dataset_name or safe_name(stage_name)
+
+    # ------------------------------------------------------------------ per batch
+    def process(self, batch: pa.Table) -> BatchResult:
+        if self.source_field and self.source_field not in batch.column_names:
+            error = (f"no column {self.source_field!r} (source_field) in the batch; columns: "
+                     f"{batch.column_names}")
+            return BatchResult(kept=batch.slice(0, 0), failed=[
+                Failure(stage=self.name or self.type, error=error, id=i)
+                for i in batch.column(ID).to_pylist()])
+        flat, lengths = _encode(self._tokenizer(), batch.column(TEXT).to_pylist())
+        empty = lengths == 0
+        if self.keep_empty or not empty.any():
+            kept, removed = batch, None
+        else:
+            mask = pa.array(~empty)
+            kept = batch.filter(mask)
+            gone = batch.filter(pa.array(empty))
+            removed = gone.append_column(REASON, pa.array([EMPTY_REASON] * gone.num_rows,
+                                                          pa.string()))
+            lengths = lengths[~empty]  # empty documents own no tokens: flat is unchanged
+        if kept.num_rows:
+            self._queue().append((kept.column(ID), flat, lengths))
+        return BatchResult(kept=kept, removed=removed)
+
+    def take_tokens(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """The ids ``process`` computed for exactly these rows (re-encoded if they are not)."""
+        queue = self._queue()
+        parts, rows = [], 0
+        while queue and rows < table.num_rows:
+            parts.append(queue.popleft())
+            rows += len(parts[-1][2])
+        if parts and rows == table.num_rows:
+            ids = pa.chunked_array([c.cast(pa.string()) for p in parts for c in p[0].chunks],
+                                   pa.string())
+            if ids.equals(table.column(ID).cast(pa.string())):
+                return (np.concatenate([p[1] for p in parts]),
+                        np.concatenate([p[2] for p in parts]))
+        queue.clear()  # out of step (a caller that skipped process): encode again
+        return _encode(self._tokenizer(), table.column(TEXT).to_pylist())
+
+    def open(self, ctx: ShardContext) -> _TokenWriter:
+        return _TokenWriter(self, ctx)
+
+    # ------------------------------------------------------------------ after all shards
+    def finalize(self, run_dir: Path, stage_name: str,
+                 shard_infos: list[dict[str, Any]]) -> dict[str, Any]:
+        out = self.output_dir(run_dir, stage_name)
+        warnings: list[str] = []
+        hashes = sorted({i["tokenizer_hash"] for i in shard_infos if i.get("tokenizer_hash")})
+        if len(hashes) > 1:
+            raise ValueError(
+                f"the shards under {out} were tokenized by different tokenizer files "
+                f"({', '.join(hashes)}): the tokenizer at {self.tokenizer!r} changed between "
+                "runs; rerun with --force (or another --output) to tokenize everything again")
+        vocab = next((i["vocab_size"] for i in shard_infos if i.get("vocab_size")), None)
+        if vocab is None:
+            vocab = self._tokenizer().vocab_size
+        report = vocab_report(int(vocab), self.tensor_parallel_size, warn=False)
+        warnings += report["warnings"]
+
+        groups: dict[tuple[str, str], list[ShardInfo]] = {}
+        for info in sorted(shard_infos, key=lambda i: i["part"]):
+            for f in info["files"]:
+                groups.setdefault((f["source"], f["split"]), []).append(ShardInfo(
+                    prefix=str(out / f["prefix"]), num_sequences=f["documents"],
+                    num_documents=f["documents"], num_tokens=f["tokens"],
+                    num_bytes=f["bytes"], dtype=f["dtype"]))
+        by_source: dict[str, dict[str, dict[str, int]]] = {}
+        by_split: dict[str, dict[str, int]] = {}
+        groups = dict(sorted(groups.items(), key=lambda kv: (kv[0][0], SPLITS.index(kv[0][1]))))
+        for (source, split), shards in groups.items():
+            tokens = sum(s.num_tokens for s in shards)
+            docs = sum(s.num_documents for s in shards)
+            by_source.setdefault(source, {})[split] = {"tokens": tokens, "documents": docs}
+            entry = by_split.setdefault(split, {"tokens": 0, "documents": 0})
+            entry["tokens"] += tokens
+            entry["documents"] += docs
+
+        sources = sorted(by_source)
+        if self.weights is not None:
+            missing = [s for s in sources if s not in self.weights]
+            unused = sorted(set(self.weights) - set(sources))
+            if missing:
+                warnings.append(f"sources {missing} have no entry in 'weights' and are left out "
+                                "of the blend")
+            if unused:
+                warnings.append(f"'weights' names sources that have no tokens: {unused}")
+        blend = Blend()
+        for (source, split), shards in groups.items():
+            weight = None if self.weights is None else self.weights.get(source)
+            if self.weights is not None and not weight:
+                continue
+            if sum(s.num_tokens for s in shards):
+                blend.add(source, shards, weight=weight, split=split)
+        result: dict[str, Any] = {
+            "output": str(out.resolve()),
+            "tokens": sum(e["tokens"] for e in by_split.values()),
+            "documents": sum(e["documents"] for e in by_split.values()),
+            "files": sum(len(s) for s in groups.values()),
+            "by_source": by_source, "by_split": by_split,
+            "vocab_size": report["vocab_size"],
+            "padded_vocab_size": report["padded_vocab_size"],
+            "tensor_parallel_size": self.tensor_parallel_size,
+        }
+        if self.seq_length:
+            result["seq_length"] = self.seq_length
+            for split, entry in by_split.items():
+                # GPTDataset: (tokens - 1) // seq_length samples per epoch (one extra token each)
+                entry["samples_per_epoch"] = max(0, entry["tokens"] - 1) // self.seq_length
+                if entry["samples_per_epoch"] == 0:
+                    warnings.append(f"split {split!r} has {entry['tokens']} tokens, fewer than "
+                                    f"one sample of seq_length + 1 = {self.seq_length + 1}")
+        if blend.splits():
+            doc = blend.write(str(out))
+            result["blend"] = str((out / "blend.json").resolve())
+            result["per_dataset_sequences"] = doc["per_dataset_sequences_path"]
+            warnings += doc.get("warnings", [])
+        elif result["tokens"]:
+            warnings.append("no source with tokens has a weight in 'weights'; no blend file")
+        else:
+            warnings.append("no tokens were written; no blend file")
+        _remove_stale_temporaries(out, self.base_name(stage_name))
+        result["warnings"] = warnings
+        return result
+
+
+class _TokenWriter:
+    """One input shard's pieces, one sharded writer per (source, split), opened on first use."""
+
+    def __init__(self, stage: Tokenize, ctx: ShardContext) -> None:
+        self.stage, self.ctx = stage, ctx
+        self.name = ctx.stage_name
+        self.out = stage.output_dir(ctx.run_dir, ctx.stage_name)
+        self.base = stage.base_name(ctx.stage_name)
+        self.default_source = stage.dataset_name or ctx.stage_name
+        self.tok = stage._tokenizer()
+        self.eod = self.tok.eod_id if stage.append_eod else None
+        self.writers: dict[tuple[str, str], ShardedIndexedDatasetWriter] = {}
+
+    def _temporary(self, final: str) -> str:
+        return str(self.ctx.temporary_for(Path(final)))
+
+    def _writer(self, source: str, split: str) -> ShardedIndexedDatasetWriter:
+        key = (source, split)
+        if key not in self.writers:
+            name = self.base
+            if self.stage.source_field:
+                name += f"_{safe_name(source)}"
+            if self.stage.split:
+                name += f"_{split}"
+            self.writers[key] = ShardedIndexedDatasetWriter(
+                str(self.out), f"{name}_{self.ctx.shard.index:05d}",
+                vocab_size=self.tok.vocab_size, eod_id=self.eod,
+                max_shard_tokens=self.stage.max_shard_tokens,
+                max_shard_bytes=self.stage.max_shard_bytes, keep_empty=self.stage.keep_empty,
+                temporary=self._temporary)
+        return self.writers[key]
+
+    def write(self, table: pa.Table) -> list[Failure]:
+        if table.num_rows == 0:
+            return []
+        flat, lengths = self.stage.take_tokens(table)
+        keys = self._keys(table)
+        try:
+            if len(keys) == 1:
+                self._writer(*next(iter(keys))).add_flat(flat, lengths)
+                return []
+            per_token = np.repeat(np.arange(table.num_rows), lengths)
+            for key, rows in keys.items():
+                mask = np.zeros(table.num_rows, dtype=bool)
+                mask[rows] = True
+                self._writer(*key).add_flat(flat[mask[per_token]], lengths[mask])
+        except TokenOutOfVocabError as err:
+            raise TokenOutOfVocabError(
+                f"stage {self.name!r}: {err}. The tokenizer {self.tok.path!r} produced an id its "
+                f"vocabulary ({self.tok.vocab_size}) does not hold: it is misconfigured, so the "
+                "run stops") from None
+        return []
+
+    def _keys(self, table: pa.Table) -> dict[tuple[str, str], np.ndarray]:
+        """Row indices per (source, split), in order of first appearance."""
+        n = table.num_rows
+        if self.stage.source_field:
+            raw = table.column(self.stage.source_field).to_pylist()
+            sources = [self.default_source if s is None or s == "" else str(s) for s in raw]
+        else:
+            sources = [self.default_source] * n
+        if self.stage.split:
+            splits = [SPLITS[i] for i in split_of(table.column(ID).to_pylist(), self.stage.split,
+                                                   self.stage.seed)]
+        else:
+            splits = ["train"] * n
+        if not self.stage.source_field and not self.stage.split:
+            return {(self.default_source, "train"): np.arange(n)}
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, key in enumerate(zip(sources, splits, strict=True)):
+            groups.setdefault(key, []).append(i)
+        return {k: np.asarray(v) for k, v in groups.items()}
+
+    def close(self) -> dict[str, Any]:
+        files = []
+        for (source, split), writer in self.writers.items():
+            for info in writer.close():
+                files.append({"prefix": Path(info.prefix).name, "source": source,
+                              "split": split, "tokens": info.num_tokens,
+                              "documents": info.num_documents, "bytes": info.num_bytes,
+                              "dtype": info.dtype})
+        return {"part": self.ctx.shard.part, "files": files,
+                "tokens": sum(f["tokens"] for f in files),
+                "documents": sum(f["documents"] for f in files),
+                "vocab_size": self.tok.vocab_size, "tokenizer_hash": self.stage._tok_hash}
+
+
+def _encode(tok: Tokenizer, texts: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of ``texts`` as one flat array and per-document lengths (no EOD)."""
+    ids = tok.encode_batch(["" if t is None else t for t in texts])
+    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+    return flat, lengths
+
+
+def _file_hash(path: str) -> str:
+    digest = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while block := f.read(8 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _remove_stale_temporaries(out: Path, base: str) -> None:
+    """Temporary files a killed shard left behind (committed shards never leave any)."""
+    if out.is_dir():
+        for tmp in out.glob(f".{base}_*_text_document.*.tmp"):
+            tmp.unlink(missing_ok=True)

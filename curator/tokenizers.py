@@ -1,0 +1,266 @@
+"""One interface over the tokenizer formats a trainer may use.
+
+``load_tokenizer(spec)`` accepts
+
+* a Hugging Face ``tokenizer.json`` file, or a local model directory holding one;
+* a SentencePiece ``.model`` file, or a directory holding ``tokenizer.model``;
+* a tiktoken ``.tiktoken`` ranks file (base64 token, rank per line), or a directory holding one;
+* a mapping ``{"path": ..., "type": "hf"|"sentencepiece"|"tiktoken", "eod_token": ...,
+  "pattern": ..., "special_tokens": {...}}`` when the defaults need overriding.
+
+The returned :class:`Tokenizer` loads the underlying library object lazily, on first use, and
+drops it when pickled, so it travels to Dask workers as a few strings and is loaded once per
+worker process (the cc_net "prepare lazily on the worker" pattern).
+
+``encode_batch`` never adds BOS/EOS: the end-of-document token is the writer's business
+(:mod:`curator.io.megatron`), so that "empty document" can be told apart from "document of one
+EOD token".
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CL100K_PATTERN", "GPT2_PATTERN", "Tokenizer", "TokenizerSpecError", "load_tokenizer"]
+
+# Pre-tokenisation regexes for tiktoken files (a .tiktoken file holds ranks only).
+# GPT2_PATTERN is the split Hugging Face's ByteLevel pre-tokenizer uses, so a byte-level BPE
+# exported to .tiktoken encodes the same way under both libraries.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|"""
+    r"""\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+
+# Candidates for the end-of-document token, in order of preference.
+EOD_CANDIDATES = (
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "</s>",
+    "<eos>",
+    "<|eos|>",
+    "[EOS]",
+    "<|im_end|>",
+)
+
+KINDS = ("hf", "sentencepiece", "tiktoken")
+
+
+class TokenizerSpecError(ValueError):
+    """The tokenizer spec does not name a usable tokenizer."""
+
+
+def _detect(path: Path) -> tuple[str, Path]:
+    if path.is_dir():
+        if (path / "tokenizer.json").is_file():
+            return "hf", path / "tokenizer.json"
+        if (path / "tokenizer.model").is_file():
+            return "sentencepiece", path / "tokenizer.model"
+        tk = sorted(path.glob("*.tiktoken"))
+        if len(tk) == 1:
+            return "tiktoken", tk[0]
+        models = sorted(path.glob("*.model"))
+        if len(models) == 1:
+            return "sentencepiece", models[0]
+        raise TokenizerSpecError(
+            f"tokenizer directory {str(path)!r} holds no tokenizer.json, tokenizer.model, "
+            "single *.tiktoken or single *.model file; "
+            f"found {sorted(p.name for p in path.iterdir())[:10]}"
+        )
+    if not path.exists():
+        raise TokenizerSpecError(f"tokenizer path {str(path)!r} does not exist")
+    name = path.name.lower()
+    if name.endswith(".json"):
+        return "hf", path
+    if name.endswith(".model"):
+        return "sentencepiece", path
+    if name.endswith(".tiktoken"):
+        return "tiktoken", path
+    raise TokenizerSpecError(
+        f"cannot tell the tokenizer type of {str(path)!r}: expected a tokenizer.json, "
+        "a SentencePiece .model, a .tiktoken file, or a directory holding one; "
+        "pass {'type': ...} to force it"
+    )
+
+
+@dataclass
+class Tokenizer:
+    """A lazily loaded, picklable tokenizer. Build it with :func:`load_tokenizer`."""
+
+    path: str
+    kind: str
+    eod_token: str | None = None
+    pattern: str | None = None  # tiktoken only
+    special_tokens: dict[str, int] = field(default_factory=dict)  # tiktoken only
+    num_threads: int | None = None  # None: the library's default (all cores)
+    _obj: Any = field(default=None, init=False, repr=False, compare=False)
+    _vocab_size: int | None = field(default=None, init=False, repr=False, compare=False)
+    _eod_id: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    # -- pickling: ship the spec, never the loaded object ---------------------------------------
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_obj"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    # -- loading ---------------------------------------------------------------------------------
+    def _load(self) -> Any:
+        if self._obj is not None:
+            return self._obj
+        if self.kind == "hf":
+            from tokenizers import Tokenizer as HFTokenizer
+
+            obj = HFTokenizer.from_file(self.path)
+            # Text that spells a special token ("<|endoftext|>" in a web page) is encoded as plain
+            # text, as tiktoken's encode_ordinary does; only the writer emits the real EOD id.
+            obj.encode_special_tokens = True
+            vocab = obj.get_vocab(with_added_tokens=True)
+            self._vocab_size = max(vocab.values()) + 1
+            eod = self._pick_eod(lambda t: vocab.get(t))
+        elif self.kind == "sentencepiece":
+            import sentencepiece as spm
+
+            obj = spm.SentencePieceProcessor(model_file=self.path)
+            self._vocab_size = obj.get_piece_size()
+
+            def sp_lookup(t: str) -> int | None:
+                i = obj.piece_to_id(t)
+                return None if i == obj.unk_id() and t != obj.id_to_piece(obj.unk_id()) else i
+
+            eod = self._pick_eod(sp_lookup)
+            if eod is None and obj.eos_id() >= 0:
+                eod = obj.eos_id()
+        elif self.kind == "tiktoken":
+            import tiktoken
+            from tiktoken.load import load_tiktoken_bpe
+
+            ranks = load_tiktoken_bpe(self.path)
+            specials = dict(self.special_tokens)
+            if not specials:
+                specials = {"<|endoftext|>": max(ranks.values()) + 1}
+            obj = tiktoken.Encoding(
+                name=Path(self.path).stem,
+                pat_str=self.pattern or CL100K_PATTERN,
+                mergeable_ranks=ranks,
+                special_tokens=specials,
+            )
+            self._vocab_size = max(max(ranks.values()), max(specials.values())) + 1
+            eod = self._pick_eod(lambda t: specials.get(t))
+        else:  # pragma: no cover - guarded by load_tokenizer
+            raise TokenizerSpecError(f"unknown tokenizer kind {self.kind!r}")
+        self._eod_id = None if eod is None else int(eod)
+        self._obj = obj
+        return obj
+
+    def _pick_eod(self, lookup) -> int | None:
+        if self.eod_token is not None:
+            i = lookup(self.eod_token)
+            if i is None:
+                raise TokenizerSpecError(
+                    f"eod_token {self.eod_token!r} is not in the vocabulary of {self.path!r}"
+                )
+            return i
+        for cand in EOD_CANDIDATES:
+            i = lookup(cand)
+            if i is not None:
+                return i
+        return None
+
+    # -- public surface ----------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        """Largest token id + 1 (what the ``.bin`` dtype and the range check must cover)."""
+        self._load()
+        assert self._vocab_size is not None
+        return self._vocab_size
+
+    @property
+    def eod_id(self) -> int:
+        """The end-of-document id; raises when the vocabulary has none (set ``eod_token``)."""
+        self._load()
+        if self._eod_id is None:
+            raise TokenizerSpecError(
+                f"no end-of-document token found in {self.path!r}: looked for "
+                f"{[self.eod_token] if self.eod_token else list(EOD_CANDIDATES)}; set eod_token"
+            )
+        return self._eod_id
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text, no special tokens added. Runs in the library's native threads."""
+        obj = self._load()
+        texts = texts if isinstance(texts, list) else list(texts)
+        if not texts:
+            return []
+        if self.kind == "hf":
+            # encode_batch_fast skips offset tracking; the Rust side fans out over its thread pool.
+            enc = getattr(obj, "encode_batch_fast", obj.encode_batch)
+            return [e.ids for e in enc(texts, add_special_tokens=False)]
+        if self.kind == "sentencepiece":
+            return obj.encode(
+                texts, out_type=int, num_threads=self.num_threads or os.cpu_count() or 1
+            )
+        # tiktoken: ordinary = special-token text is encoded as plain text, never as a special id
+        return obj.encode_ordinary_batch(texts, num_threads=self.num_threads or os.cpu_count() or 1)
+
+    def encode(self, text: str) -> list[int]:
+        return self.encode_batch([text])[0]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        obj = self._load()
+        ids = [int(i) for i in ids]
+        if self.kind == "hf":
+            return obj.decode(ids, skip_special_tokens=False)
+        if self.kind == "sentencepiece":
+            return obj.decode(ids)
+        return obj.decode(ids)
+
+
+def load_tokenizer(spec: str | os.PathLike[str] | Mapping[str, Any] | Tokenizer) -> Tokenizer:
+    """Describe a tokenizer from a path or a mapping; nothing heavy is loaded until first use.
+
+    The path is checked now (a missing file fails at config time, not on a worker)."""
+    if isinstance(spec, Tokenizer):
+        return spec
+    if isinstance(spec, (str, os.PathLike)):
+        spec = {"path": os.fspath(spec)}
+    if not isinstance(spec, Mapping) or "path" not in spec:
+        raise TokenizerSpecError(
+            f"tokenizer spec must be a path or a mapping with 'path'; got {spec!r}"
+        )
+    unknown = set(spec) - {"path", "type", "eod_token", "pattern", "special_tokens", "num_threads"}
+    if unknown:
+        raise TokenizerSpecError(f"unknown tokenizer option(s) {sorted(unknown)}")
+    path = Path(os.path.expanduser(str(spec["path"])))
+    kind = spec.get("type")
+    if kind is None:
+        kind, path = _detect(path)
+    else:
+        aliases = {
+            "huggingface": "hf",
+            "hf": "hf",
+            "sp": "sentencepiece",
+            "sentencepiece": "sentencepiece",
+            "tiktoken": "tiktoken",
+        }
+        if kind not in aliases:
+            raise TokenizerSpecError(f"tokenizer type {kind!r} is not one of {sorted(aliases)}")
+        kind = aliases[kind]
+        if path.is_dir():
+            _, path = _detect(path)
+        elif not path.exists():
+            raise TokenizerSpecError(f"tokenizer path {str(path)!r} does not exist")
+    return Tokenizer(
+        path=str(path.resolve()),
+        kind=kind,
+        eod_token=spec.get("eod_token"),
+        pattern=spec.get("pattern"),
+        special_tokens=dict(spec.get("special_tokens") or {}),
+        num_threads=spec.get("num_threads"),
+    )

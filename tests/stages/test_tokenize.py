@@ -1,0 +1,303 @@
+"""The ``tokenize`` stage end to end: real sample text, a BPE trained here, a real Dask cluster,
+and megatron-core itself reading what we wrote (IndexedDataset, get_blend_from_list, GPTDataset).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curator import Pipeline, ReadJsonl, Tokenize
+from curator.config import ConfigError, load_pipeline, parse_pipeline
+from curator.io.megatron import TokenOutOfVocabError
+from curator.stages.tokenize import EMPTY_REASON, SPLITS, split_of
+from curator.tokenizer_train import train_bpe
+from curator.tokenizers import Tokenizer, load_tokenizer
+from tests.conftest import ROOT, SAMPLE, assert_accounting
+
+torch = pytest.importorskip("torch")
+indexed_dataset = pytest.importorskip("megatron.core.datasets.indexed_dataset")
+
+N_SHARDS = 3
+EMPTY_IDS = [f"empty-{i}" for i in range(N_SHARDS)]
+
+
+def _sample() -> list[dict]:
+    docs = []
+    for path in sorted(SAMPLE.glob("*.jsonl.gz")):
+        lang = "ja" if path.name.startswith("aozora") else "en"
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            docs += [{"id": d["id"], "text": d["text"], "source": lang}
+                     for d in map(json.loads, f)]
+    return docs
+
+
+@pytest.fixture(scope="module")
+def input_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("input")
+
+
+@pytest.fixture(scope="module")
+def shards(input_dir) -> list[list[dict]]:
+    """The bundled sample spread over three JSONL shards, with a source per document and one
+    empty document per shard."""
+    folder = input_dir
+    parts: list[list[dict]] = [[] for _ in range(N_SHARDS)]
+    for i, doc in enumerate(_sample()):
+        parts[i % N_SHARDS].append(doc)
+    for i, part in enumerate(parts):
+        part.insert(5, {"id": EMPTY_IDS[i], "text": "", "source": "en"})
+        with open(folder / f"part-{i}.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in part)
+    return parts
+
+
+@pytest.fixture(scope="module")
+def input_glob(shards, input_dir) -> str:
+    return str(input_dir / "part-*.jsonl")
+
+
+@pytest.fixture(scope="module")
+def tok_path(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("tok")
+    train_bpe(2000, files=sorted(SAMPLE.glob("*.jsonl.gz")), output=out)
+    return str(out / "tokenizer.json")
+
+
+@pytest.fixture(scope="module")
+def tok(tok_path) -> Tokenizer:
+    t = load_tokenizer(tok_path)
+    assert (t.vocab_size, t.eod_id) == (2048, 0)
+    return t
+
+
+def _pipeline(input_glob: str, tok_path: str, output: Path, **params) -> Pipeline:
+    stage = {"tokenizer": tok_path, "source_field": "source", "weights": {"en": 3, "ja": 7},
+             "seq_length": 128, "max_shard_tokens": 150_000, "tensor_parallel_size": 3,
+             **params}
+    return Pipeline([ReadJsonl(path=input_glob), Tokenize(**stage)], name="tok",
+                    output=str(output))
+
+
+@pytest.fixture(scope="module")
+def run_a(input_glob, tok_path, tmp_path_factory, dask_scheduler) -> Path:
+    out = tmp_path_factory.mktemp("run") / "a"
+    result = _pipeline(input_glob, tok_path, out).run(scheduler=dask_scheduler, progress=False)
+    assert result.shards_run == N_SHARDS
+    return out
+
+
+def _token_files(run_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((run_dir / "tokens").iterdir())
+            if p.suffix in (".bin", ".idx")}
+
+
+def test_megatron_reads_every_shard_exactly(run_a, shards, tok):
+    stats = assert_accounting(run_a)
+    stage = stats["stages"][1]
+    assert stage["removed_by_reason"] == {EMPTY_REASON: N_SHARDS}
+    rejected = pq.read_table(run_a / "rejected" / "tokenize").column("id").to_pylist()
+    assert sorted(rejected) == EMPTY_IDS
+
+    tokens = run_a / "tokens"
+    seen_docs = seen_tokens = 0
+    for shard_index, part in enumerate(shards):
+        for source in ("en", "ja"):
+            texts = [d["text"] for d in part if d["source"] == source and d["text"]]
+            expected = [[*ids, tok.eod_id] for ids in tok.encode_batch(texts)]
+            pieces = sorted(tokens.glob(f"tokenize_{source}_{shard_index:05d}_*_text_document.idx"))
+            assert pieces, (source, shard_index)
+            got = []
+            for idx in pieces:
+                ds = indexed_dataset.IndexedDataset(str(idx)[: -len(".idx")])
+                assert ds.index.dtype == np.uint16
+                assert list(ds.document_indices) == list(range(len(ds) + 1))
+                assert ds.sequence_lengths.sum() <= 150_000 or len(ds) == 1  # the token budget
+                got += [ds[i].tolist() for i in range(len(ds))]
+            assert got == expected, (source, shard_index)
+            seen_docs += len(got)
+            seen_tokens += sum(map(len, got))
+    assert len(list(tokens.glob("*.idx"))) > 2 * N_SHARDS  # the budget cut some shards in pieces
+    assert not list(tokens.glob(".*.tmp"))
+    assert (stage["documents"], stage["tokens"]) == (seen_docs, seen_tokens) == (
+        stage["kept"], sum(e["tokens"] for e in stage["by_split"].values()))
+    assert set(stage["by_source"]) == {"en", "ja"}
+    assert stage["vocab_size"] == 2048 and stage["padded_vocab_size"] == 2304  # 128 x TP 3
+    assert stage["by_split"]["train"]["samples_per_epoch"] == (seen_tokens - 1) // 128
+    assert stage["warnings"] == []
+    # the shard manifests carry the facts finalize() used
+    manifests = sorted((run_a / "_manifests").rglob("part-*.json"))
+    assert sum(json.loads(m.read_text())["sinks"]["tokenize"]["tokens"] for m in manifests) \
+        == seen_tokens
+
+
+def test_gpt_dataset_samples_our_blend(run_a, tok):
+    from megatron.core.datasets.blended_megatron_dataset_builder import (
+        BlendedMegatronDatasetBuilder,
+    )
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.datasets.utils import get_blend_from_list
+
+    from tests.io.test_megatron import _MegatronTok
+
+    blend = json.loads((run_a / "tokens" / "blend.json").read_text())
+    data_path = blend["splits"]["train"]["data_path"]
+    assert blend["megatron_lm"].split()[1:] == data_path
+    assert json.loads(blend["nemo2"][len("paths="):]) == data_path
+    shares = {k: v["share"] for k, v in blend["splits"]["train"]["sources"].items()}
+    assert shares == pytest.approx({"en": 0.3, "ja": 0.7})
+    seqs = json.loads(Path(blend["per_dataset_sequences_path"]).read_text())
+    assert len(seqs) == len(data_path) // 2
+
+    prefixes, weights = get_blend_from_list(data_path)
+    assert all(Path(p + ".bin").is_file() for p in prefixes)
+    seq_length, n_samples = 128, 300
+    config = GPTDatasetConfig(
+        random_seed=1, sequence_length=seq_length, blend=(prefixes, weights), split="100,0,0",
+        path_to_cache=None, tokenizer=_MegatronTok(tok).tok, reset_position_ids=False,
+        reset_attention_mask=False, eod_mask_loss=False, create_attention_mask=False,
+        sequences_per_dataset={k: tuple(v) for k, v in seqs.items()})
+    train, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [n_samples, 0, 0], lambda: True,
+                                                config).build()
+    ja = {p for p, w in zip(prefixes, weights, strict=True) if "_ja_" in Path(p).name}
+    from_ja = 0
+    for i in range(n_samples):
+        item = train[i]
+        assert item["tokens"].shape == (seq_length,)
+        assert int(item["tokens"].max()) < tok.vocab_size
+        from_ja += train.datasets[train.dataset_index[i]].dataset_path in ja
+    assert abs(from_ja / n_samples - 0.7) < 0.03
+
+
+def test_rerun_gives_byte_identical_files(run_a, input_glob, tok_path, tmp_path,
+                                          dask_scheduler):
+    files = _token_files(run_a)
+    blend = (run_a / "tokens" / "blend.json").read_text()
+    # a run cut short: one shard's commit never happened, a half-written piece is left behind
+    rerun = tmp_path / "a"
+    shutil.copytree(run_a, rerun, ignore=shutil.ignore_patterns("cache"))
+    (rerun / "_manifests" / "segment-00" / "part-00001.json").unlink()
+    for path in (rerun / "tokens").iterdir():
+        if re.search(r"_00001_\d{5}_text_document\.", path.name):  # input shard 1, any piece
+            path.unlink()
+    (rerun / "tokens" / ".tokenize_en_00001_00000_text_document.bin.tmp").write_bytes(b"\0" * 99)
+    result = _pipeline(input_glob, tok_path, rerun).run(scheduler=dask_scheduler, progress=False)
+    assert (result.shards_run, result.shards_skipped) == (1, N_SHARDS - 1)
+    assert _token_files(rerun) == files
+    assert not list((rerun / "tokens").glob(".*.tmp"))
+    assert (rerun / "tokens" / "blend.json").read_text() == blend.replace(str(run_a), str(rerun))
+    # other batch sizes and another executor: the same bytes
+    other = tmp_path / "b"
+    pipeline = _pipeline(input_glob, tok_path, other)
+    pipeline.batch_bytes = 64 << 10
+    pipeline.run(executor="local", progress=False)
+    assert _token_files(other) == files
+
+
+def test_split_keep_empty_and_no_eod(input_glob, tok_path, tok, shards, tmp_path):
+    fractions = {"train": 0.8, "valid": 0.1, "test": 0.1}
+    out = tmp_path / "s"
+    Pipeline([ReadJsonl(path=input_glob),
+              Tokenize(tokenizer=tok_path, split=fractions, seed=3, keep_empty=True,
+                       dataset_name="mix")], output=str(out)).run(executor="local",
+                                                                  progress=False)
+    stats = assert_accounting(out)["stages"][1]
+    docs = [d for part in shards for d in part]
+    assert stats["removed"] == 0 and stats["documents"] == len(docs)
+    assigned = split_of([d["id"] for d in docs], fractions, 3)
+    counts = {s: int((assigned == i).sum()) for i, s in enumerate(SPLITS)}
+    assert {s: stats["by_split"][s]["documents"] for s in SPLITS} == counts
+    assert all(counts.values())
+    blend = json.loads((out / "tokens" / "blend.json").read_text())
+    assert blend["megatron_lm"].startswith("--train-data-path ")
+    assert "--valid-data-path " in blend["megatron_lm"] and "--test-data-path " in blend[
+        "megatron_lm"]
+    assert set(json.loads(blend["nemo2"][len("paths="):])) == {"train", "validation", "test"}
+    # an empty document is kept as a lone end-of-document token
+    lone = 0
+    for idx in (out / "tokens").glob("mix_*_text_document.idx"):
+        ds = indexed_dataset.IndexedDataset(str(idx)[: -len(".idx")])
+        lone += sum(ds[i].tolist() == [tok.eod_id] for i in range(len(ds)))
+    assert lone == len(EMPTY_IDS)
+
+    # append_eod: false writes the bare ids
+    out2 = tmp_path / "n"
+    Pipeline([ReadJsonl(path=input_glob), Tokenize(tokenizer=tok_path, append_eod=False)],
+             output=str(out2)).run(executor="local", progress=False)
+    first = [d["text"] for d in shards[0] if d["text"]]
+    ds = indexed_dataset.IndexedDataset(str(out2 / "tokens" / "tokenize_00000_00000_text_document"))
+    assert [ds[i].tolist() for i in range(len(ds))] == tok.encode_batch(first)
+
+
+def test_token_outside_vocabulary_stops_the_run(input_glob, tok_path, tmp_path, monkeypatch):
+    monkeypatch.setattr(Tokenizer, "vocab_size", property(lambda self: 1000))
+    out = tmp_path / "oov"
+    pipeline = Pipeline([ReadJsonl(path=input_glob),
+                         Tokenize(tokenizer=tok_path, dataset_name="oov")], output=str(out))
+    with pytest.raises(TokenOutOfVocabError, match=r"outside the vocabulary \[0, 1000\).*"
+                       r"misconfigured"):
+        pipeline.run(executor="local", progress=False)
+    assert not list((out / "_manifests").rglob("part-*.json"))
+    assert not list((out / "tokens").glob("*.idx"))
+
+
+def test_config_errors_name_the_rule(tok_path):
+    text = f"""name: t
+stages:
+  - {{type: read_jsonl, path: "x/*.jsonl"}}
+  - type: tokenize
+    tokenizer: {tok_path}
+    seq_length: 1000
+"""
+    with pytest.raises(ConfigError) as err:
+        parse_pipeline(text, "tok.yaml")
+    message = str(err.value)
+    assert message.startswith("tok.yaml:6: ")
+    assert "seq_length 1000 is not a multiple of 128" in message and "896 or 1024" in message
+    for bad, expected in [("split: {train: 0.5, valid: 0.2}", "sum to 1"),
+                          ("weights: {en: -1}", "non-negative"),
+                          ("dataset_name: a/b", "letters, digits"),
+                          ("tokenizer: /nonexistent/tokenizer.json", "does not exist")]:
+        with pytest.raises(ConfigError, match=expected):
+            parse_pipeline(text.replace("seq_length: 1000", bad), "tok.yaml")
+    assert parse_pipeline(text.replace("1000", "1024")).stages[1].seq_length == 1024
+
+
+def test_cli_trains_a_tokenizer_on_run_output(tmp_path):
+    from typer.testing import CliRunner
+
+    from curator.cli import app
+
+    docs = _sample()[::6]
+    folder = tmp_path / "write_parquet"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": [d["id"] for d in docs], "body": [d["text"] for d in docs]}),
+                   folder / "part-00000.parquet")
+    out = tmp_path / "tok"
+    result = CliRunner().invoke(app, ["tokenizer", "train", str(folder / "*.parquet"),
+                                      "--vocab-size", "300", "--output", str(out),
+                                      "--text-field", "body"])
+    assert result.exit_code == 0, result.output
+    t = load_tokenizer(out)
+    assert (t.vocab_size, t.eod_id) == (384, 0)  # rounded up to a multiple of 128
+    assert t.decode(t.encode(docs[0]["text"])) == docs[0]["text"]
+    missing = CliRunner().invoke(app, ["tokenizer", "train", str(tmp_path / "nope"),
+                                       "--vocab-size", "300", "--output", str(out)])
+    assert missing.exit_code == 2
+
+
+def test_demo_pipeline_validates(tok_path):
+    path = ROOT / "pipelines" / "tokenize.yaml"
+    pipeline = load_pipeline(path, [f"tokenize.tokenizer={tok_path}"])
+    stage = pipeline.stages[-1]
+    assert isinstance(stage, Tokenize) and stage.seq_length % 128 == 0
+    with pytest.raises(ConfigError, match="seq_length 1000"):
+        load_pipeline(path, [f"tokenize.tokenizer={tok_path}", "tokenize.seq_length=1000"])
