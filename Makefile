@@ -29,6 +29,7 @@ test: install-dev
 
 bench: install-dev
 	$(PY) benchmarks/bench_io.py
+	$(PY) benchmarks/bench_fuzzy.py datatrove
 	$(PY) benchmarks/bench_tokenize.py --mb 8
 
 lint: install-dev

@@ -19,6 +19,7 @@ _EXPORTS = {
     "LengthFilter": "curator.stages.filters.length",
     "Sample": "curator.stages.sample",
     "ExactDedup": "curator.stages.dedup.exact",
+    "FuzzyDedup": "curator.stages.dedup.fuzzy",
     "Tokenize": "curator.stages.tokenize",
 }
 

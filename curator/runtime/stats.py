@@ -8,17 +8,21 @@ from typing import Any
 from curator.pipeline import Pipeline
 from curator.runtime.rundir import RunDir, write_json_atomic
 
+COUNT_KEYS = {"name", "type", "in", "kept", "removed", "failed", "removed_by_reason", "seconds"}
+
 
 def sum_counts(entries: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum per-shard stage counts (same stage) into one funnel entry."""
     first = entries[0]
+    # a dataset stage reports once, and may add facts of its own (edges, rounds, clusters)
+    facts = {k: v for k, v in first.items() if k not in COUNT_KEYS} if len(entries) == 1 else {}
     reasons: Counter = Counter()
     for entry in entries:
         reasons.update(entry["removed_by_reason"])
     return {"name": first["name"], "type": first["type"],
             **{key: sum(e[key] for e in entries) for key in ("in", "kept", "removed", "failed")},
             "removed_by_reason": dict(sorted(reasons.items())),
-            "seconds": round(sum(e["seconds"] for e in entries), 3)}
+            "seconds": round(sum(e["seconds"] for e in entries), 3), **facts}
 
 
 def write_stats(run_dir: RunDir, pipeline: Pipeline, manifests: dict[int, list[dict]],

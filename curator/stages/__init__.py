@@ -10,5 +10,6 @@ BUILTIN: dict[str, str] = {
     "length_filter": "curator.stages.filters.length",
     "sample": "curator.stages.sample",
     "exact_dedup": "curator.stages.dedup.exact",
+    "fuzzy_dedup": "curator.stages.dedup.fuzzy",
     "tokenize": "curator.stages.tokenize",
 }

@@ -1,0 +1,540 @@
+"""Fuzzy dedup: MinHash-LSH candidates, distributed connected components, lowest id survives.
+
+A document is named by a key ``part << 32 | row`` (int64) while the graph is built; ids are
+joined back only once, to pick each component's survivor. Phases (each a ``run_phase`` over
+tasks that commit their own files, so a restart redoes only the tasks that were cut):
+
+  1. ``signatures`` per part:  MinHash (CPU numba or GPU CuPy) → band hashes, one row per
+     (document, band) → ``bands/part-N/bucket-B.arrow``, bucketed by band hash.
+  2. ``edges`` per bucket:  group by (band, hash); link each member to the bucket's smallest
+     key (a star, no all-pairs); optional signature-Jaccard check of each link → undirected
+     edges ``(lo, hi)`` sent to the node partitions of both ends: ``cc/r000/from-B/to-P``.
+  3. ``cc-rNNN`` per node partition, iterated: a partition holds every edge touching its own
+     nodes; a union-find over them gives each node the smallest node of its local component
+     and re-emits the local stars ``(min, node)``. Connectivity is kept, and the edge set is a
+     fixed point exactly when it is a star forest centred on each component's smallest key.
+     A round whose input equals the previous round's input (per-partition digests) ends it.
+  4. ``labels`` per node partition: each own node's label = its star centre
+     → ``labels/node-P/part-N.arrow``.
+  5. ``members`` per part: attach ids → ``members/part-N/bucket-B.arrow`` bucketed by label.
+  6. ``clusters`` per bucket: sort by (label, id): the first id survives; cluster size
+     → ``clusters/bucket-B/part-N.arrow``.
+  7. ``remove`` per part: ``cluster_id`` (the survivor's id), ``cluster_size`` and ``kept`` on
+     every document; kept ones → ``out/``, others → ``rejected/<stage>/`` (reason
+     ``near_duplicate``, ``duplicate_of``) and the audit table ``duplicates/part-N.parquet``.
+
+No phase collects the dataset, the graph or a component list in one process; a task holds
+one part, one bucket or one node partition.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+import xxhash
+from pydantic import Field
+
+from curator.batch import ID, REASON, TEXT
+from curator.runtime.phases import DatasetContext, commit_files
+from curator.runtime.rundir import RunDir
+from curator.stages.base import DatasetResult, DatasetStage
+
+REASON_FUZZY = "near_duplicate"
+_ROW_BITS = 32
+_ROW_MASK = np.int64((1 << _ROW_BITS) - 1)
+_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+_EDGE_SCHEMA = pa.schema([("lo", pa.int64()), ("hi", pa.int64())])
+
+
+# ------------------------------------------------------------------------------------ helpers
+def mix64(x: np.ndarray) -> np.ndarray:
+    """MurmurHash3's finaliser over int64/uint64 values (a fixed, seedless bucket hash)."""
+    h = np.asarray(x).astype(np.int64, copy=True).view(np.uint64)
+    with np.errstate(over="ignore"):
+        h ^= h >> _S33
+        h *= _C1
+        h ^= h >> _S33
+        h *= _C2
+        h ^= h >> _S33
+    return h
+
+
+def node_partition(keys: np.ndarray, partitions: int) -> np.ndarray:
+    """Node partition of each document key."""
+    return (mix64(keys) % np.uint64(partitions)).astype(np.int64)
+
+
+def _write(table: pa.Table, final: Path, pending: list[tuple[Path, Path]]) -> None:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp")
+    feather.write_feather(table, tmp, compression="lz4")
+    pending.append((tmp, final))
+
+
+def _write_split(table: pa.Table, target: np.ndarray, count: int, path_of: Any,
+                 pending: list[tuple[Path, Path]]) -> None:
+    """Write rows of ``table`` to ``path_of(t)`` for each target ``t`` in ``range(count)``
+    (an empty file where none), one stable sort instead of ``count`` filters."""
+    order = np.argsort(target, kind="stable")
+    bounds = np.searchsorted(target[order], np.arange(count + 1))
+    ordered = table.take(pa.array(order)) if len(order) else table
+    for t in range(count):
+        lo, hi = int(bounds[t]), int(bounds[t + 1])
+        _write(ordered.slice(lo, hi - lo), path_of(t), pending)
+
+
+def _read_all(paths: list[Path]) -> pa.Table | None:
+    tables = [feather.read_table(p, memory_map=False) for p in paths]
+    tables = [t for t in tables if t.num_rows]
+    return pa.concat_tables(tables) if tables else None
+
+
+@cache
+def _gpu_hasher(params: Any) -> Any:
+    from curator.kernels.minhash_gpu import GpuMinHasher
+
+    return GpuMinHasher(params)
+
+
+@cache
+def _use_gpu(device: str) -> bool:
+    if device == "cpu":
+        return False
+    from curator.kernels.minhash_gpu import gpu_available
+
+    ok = gpu_available()
+    if device == "gpu" and not ok:
+        raise RuntimeError("fuzzy_dedup: device 'gpu' but CuPy sees no GPU")
+    return ok
+
+
+@cache
+def _empty_bands(params: Any) -> np.ndarray:
+    from curator.kernels.lsh import band_hashes
+    from curator.kernels.minhash import EMPTY
+
+    sentinel = np.full((1, params.num_perm), EMPTY, np.uint32)
+    return band_hashes(sentinel, params.bands, params.rows)[0]
+
+
+# ------------------------------------------------------------------------------------ phase 1
+@dataclass(frozen=True)
+class _SignatureTask:
+    part: int
+    path: str
+    work: str
+    buckets: int
+    params: Any  # MinHashParams
+    device: str
+    verify: bool
+
+
+def signatures_and_bands(text: pa.ChunkedArray | pa.Array, params: Any, device: str,
+                         want_signatures: bool) -> tuple[np.ndarray | None, np.ndarray]:
+    """(signatures or None, band hashes uint64[n, bands]) on the GPU or the CPU."""
+    from curator.kernels.lsh import band_hashes
+    from curator.kernels.minhash import minhash_signatures
+
+    if _use_gpu(device):
+        hasher = _gpu_hasher(params)
+        if not want_signatures:
+            return None, hasher.band_hashes(text)
+        sig = hasher.signatures(text)
+    else:
+        sig = minhash_signatures(text, params)
+    return (sig if want_signatures else None), band_hashes(sig, params.bands, params.rows)
+
+
+def _signature_part(task: _SignatureTask) -> dict:
+    text = pq.read_table(task.path, columns=[TEXT]).column(TEXT)
+    params = task.params
+    sig, bands = signatures_and_bands(text, params, task.device, task.verify)
+    n = len(bands)
+    empty = (bands == _empty_bands(params)[None, :]).all(axis=1)  # no shingle: never a match
+    valid = np.flatnonzero(~empty).astype(np.int64)
+    keys = (np.int64(task.part) << np.int64(_ROW_BITS)) | valid
+    hashes = bands[valid].reshape(-1)
+    long = pa.table({
+        "band": np.tile(np.arange(params.bands, dtype=np.int16), len(valid)),
+        "hash": hashes,
+        "key": np.repeat(keys, params.bands)})
+    target = (hashes % np.uint64(task.buckets)).astype(np.int64)
+    folder = Path(task.work) / "bands" / f"part-{task.part:05d}"
+    pending: list[tuple[Path, Path]] = []
+    _write_split(long, target, task.buckets, lambda b: folder / f"bucket-{b:05d}.arrow", pending)
+    if task.verify:
+        final = Path(task.work) / "sigs" / f"part-{task.part:05d}.npy"
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.tmp")
+        with open(tmp, "wb") as f:
+            np.save(f, np.ascontiguousarray(sig))
+        pending.append((tmp, final))
+    commit_files(pending)
+    return {"docs": n, "empty": int(empty.sum()), "band_rows": len(hashes)}
+
+
+# ------------------------------------------------------------------------------------ phase 2
+@dataclass(frozen=True)
+class _EdgeTask:
+    bucket: int
+    work: str
+    parts: int
+    partitions: int
+    verify: bool
+    threshold: float
+
+
+def _gather_signatures(work: str, keys: np.ndarray) -> np.ndarray:
+    """Signature rows of ``keys`` read from the parts' memory-mapped ``.npy`` files."""
+    part = keys >> np.int64(_ROW_BITS)
+    row = keys & _ROW_MASK
+    out: np.ndarray | None = None
+    for p in np.unique(part):
+        sigs = np.load(Path(work) / "sigs" / f"part-{int(p):05d}.npy", mmap_mode="r")
+        if out is None:
+            out = np.empty((len(keys), sigs.shape[1]), np.uint32)
+        sel = np.flatnonzero(part == p)
+        rows = row[sel]
+        order = np.argsort(rows, kind="stable")
+        out[sel[order]] = sigs[rows[order]]
+    return out if out is not None else np.empty((0, 0), np.uint32)
+
+
+def route_edges(lo: np.ndarray, hi: np.ndarray, partitions: int) -> tuple[pa.Table, np.ndarray]:
+    """Each edge to the node partitions of both its ends (once when they share one)."""
+    p_lo, p_hi = node_partition(lo, partitions), node_partition(hi, partitions)
+    second = p_lo != p_hi
+    table = pa.table({"lo": np.concatenate([lo, lo[second]]),
+                      "hi": np.concatenate([hi, hi[second]])}, schema=_EDGE_SCHEMA)
+    return table, np.concatenate([p_hi, p_lo[second]])
+
+
+def _edges_bucket(task: _EdgeTask) -> dict:
+    from curator.kernels.lsh import bucket_stars, signature_similarity, unique_edges
+
+    folder = Path(task.work)
+    table = _read_all([folder / "bands" / f"part-{p:05d}" / f"bucket-{task.bucket:05d}.arrow"
+                       for p in range(task.parts)])
+    empty = np.empty(0, np.int64)
+    src, dst = empty, empty
+    if table is not None:
+        src, dst = bucket_stars(table.column("key").to_numpy(), table.column("band").to_numpy(),
+                                table.column("hash").to_numpy())
+        src, dst = unique_edges(src, dst)  # several bands may link the same pair
+    candidates = len(src)
+    if task.verify and len(src):
+        sim = signature_similarity(_gather_signatures(task.work, np.concatenate([src, dst])),
+                                   np.arange(len(src)), np.arange(len(src), 2 * len(src)))
+        keep = sim >= task.threshold
+        src, dst = src[keep], dst[keep]
+    routed, target = route_edges(dst, src, task.partitions)
+    out = folder / "cc" / "r000" / f"from-{task.bucket:05d}"
+    pending: list[tuple[Path, Path]] = []
+    _write_split(routed, target, task.partitions, lambda q: out / f"to-{q:05d}.arrow", pending)
+    commit_files(pending)
+    return {"candidates": candidates, "edges": len(src)}
+
+
+# ------------------------------------------------------------------------------------ phase 3
+@dataclass(frozen=True)
+class _RoundTask:
+    partition: int
+    round: int
+    work: str
+    partitions: int
+    device: str
+
+
+def _round_input(work: str, rnd: int, partition: int, partitions: int) -> tuple[np.ndarray,
+                                                                                 np.ndarray]:
+    """The distinct edges ``(lo, hi)`` touching this partition's nodes, sorted."""
+    from curator.kernels.lsh import unique_edges
+
+    folder = Path(work) / "cc" / f"r{rnd:03d}"
+    table = _read_all([folder / f"from-{p:05d}" / f"to-{partition:05d}.arrow"
+                       for p in range(partitions)])
+    if table is None:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    hi, lo = unique_edges(table.column("hi").to_numpy(), table.column("lo").to_numpy())
+    return lo, hi
+
+
+def _cc_round(task: _RoundTask) -> dict:
+    from curator.kernels.components import connected_components
+
+    lo, hi = _round_input(task.work, task.round, task.partition, task.partitions)
+    digest = xxhash.xxh3_128()
+    digest.update(lo.tobytes())
+    digest.update(hi.tobytes())
+    new_lo, new_hi = lo, hi
+    if len(lo):
+        nodes, inverse = np.unique(np.concatenate([lo, hi]), return_inverse=True)
+        inverse = inverse.reshape(-1)
+        a, b = inverse[: len(lo)], inverse[len(lo):]
+        if _use_gpu(task.device):
+            import cupy
+
+            labels = cupy.asnumpy(connected_components(len(nodes), cupy.asarray(a),
+                                                       cupy.asarray(b)))
+        else:
+            labels = connected_components(len(nodes), a, b)
+        moved = labels != np.arange(len(nodes))
+        new_lo, new_hi = nodes[labels[moved]], nodes[moved]
+    routed, target = route_edges(new_lo, new_hi, task.partitions)
+    out = Path(task.work) / "cc" / f"r{task.round + 1:03d}" / f"from-{task.partition:05d}"
+    pending: list[tuple[Path, Path]] = []
+    _write_split(routed, target, task.partitions, lambda q: out / f"to-{q:05d}.arrow", pending)
+    commit_files(pending)
+    return {"digest": digest.hexdigest(), "edges_in": len(lo)}
+
+
+# ------------------------------------------------------------------------------------ phase 4
+@dataclass(frozen=True)
+class _LabelTask:
+    partition: int
+    round: int
+    work: str
+    partitions: int
+    parts: int
+
+
+def _labels_partition(task: _LabelTask) -> dict:
+    lo, hi = _round_input(task.work, task.round, task.partition, task.partitions)
+    nodes = np.unique(np.concatenate([lo, hi]))
+    nodes = nodes[node_partition(nodes, task.partitions) == task.partition]
+    label = nodes.copy()
+    # A star forest: a node that is some edge's ``hi`` has exactly one neighbour, its centre.
+    pos = np.searchsorted(nodes, hi)
+    own = (pos < len(nodes)) & (nodes[np.minimum(pos, max(len(nodes) - 1, 0))] == hi) \
+        if len(nodes) else np.zeros(len(hi), bool)
+    np.minimum.at(label, pos[own], lo[own])
+    part = (nodes >> np.int64(_ROW_BITS)).astype(np.int64)
+    table = pa.table({"row": nodes & _ROW_MASK, "label": label})
+    out = Path(task.work) / "labels" / f"node-{task.partition:05d}"
+    pending: list[tuple[Path, Path]] = []
+    _write_split(table, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
+    commit_files(pending)
+    return {"nodes": len(nodes), "centres": int((label == nodes).sum())}
+
+
+# ------------------------------------------------------------------------------------ phase 5
+@dataclass(frozen=True)
+class _MemberTask:
+    part: int
+    path: str
+    work: str
+    partitions: int
+    buckets: int
+
+
+def _members_part(task: _MemberTask) -> dict:
+    folder = Path(task.work)
+    table = _read_all([folder / "labels" / f"node-{p:05d}" / f"part-{task.part:05d}.arrow"
+                       for p in range(task.partitions)])
+    rows = table.column("row").to_numpy() if table is not None else np.empty(0, np.int64)
+    labels = table.column("label").to_numpy() if table is not None else np.empty(0, np.int64)
+    ids = pq.read_table(task.path, columns=[ID]).column(ID).cast(pa.string())
+    members = pa.table({"label": labels, "part": np.full(len(rows), task.part, np.int32),
+                        "row": rows, ID: ids.take(pa.array(rows, pa.int64()))})
+    target = (mix64(labels) % np.uint64(task.buckets)).astype(np.int64)
+    out = folder / "members" / f"part-{task.part:05d}"
+    pending: list[tuple[Path, Path]] = []
+    _write_split(members, target, task.buckets, lambda b: out / f"bucket-{b:05d}.arrow", pending)
+    commit_files(pending)
+    return {"members": len(rows)}
+
+
+# ------------------------------------------------------------------------------------ phase 6
+@dataclass(frozen=True)
+class _ClusterTask:
+    bucket: int
+    work: str
+    parts: int
+
+
+def _clusters_bucket(task: _ClusterTask) -> dict:
+    folder = Path(task.work)
+    table = _read_all([folder / "members" / f"part-{p:05d}" / f"bucket-{task.bucket:05d}.arrow"
+                       for p in range(task.parts)])
+    schema = pa.schema([("row", pa.int64()), ("cluster_id", pa.string()),
+                        ("cluster_size", pa.int64()), ("kept", pa.bool_())])
+    if table is None:
+        result = schema.empty_table()
+        part = np.empty(0, np.int64)
+        clusters = 0
+    else:
+        table = table.sort_by([("label", "ascending"), (ID, "ascending"), ("part", "ascending"),
+                               ("row", "ascending")])
+        label = table.column("label").to_numpy()
+        first = np.ones(len(label), bool)
+        first[1:] = label[1:] != label[:-1]
+        start = np.flatnonzero(first)
+        group = np.cumsum(first) - 1
+        size = np.diff(np.append(start, len(label)))[group]
+        result = pa.table({"row": table.column("row"),
+                           "cluster_id": table.column(ID).take(pa.array(start[group])),
+                           "cluster_size": size, "kept": first}, schema=schema)
+        part = table.column("part").to_numpy().astype(np.int64)
+        clusters = len(start)
+    out = folder / "clusters" / f"bucket-{task.bucket:05d}"
+    pending: list[tuple[Path, Path]] = []
+    _write_split(result, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
+    commit_files(pending)
+    return {"clusters": clusters}
+
+
+# ------------------------------------------------------------------------------------ phase 7
+@dataclass(frozen=True)
+class _RemoveTask:
+    part: int
+    path: str
+    work: str
+    buckets: int
+    run_dir: str
+    stage: str
+    rejected: str
+
+
+def _remove_from_part(task: _RemoveTask) -> dict:
+    folder = Path(task.work)
+    table = pq.read_table(task.path)
+    n = table.num_rows
+    ids = table.column(ID).cast(pa.string())
+    decided = _read_all([folder / "clusters" / f"bucket-{b:05d}" / f"part-{task.part:05d}.arrow"
+                         for b in range(task.buckets)])
+    size = np.ones(n, np.int64)
+    kept = np.ones(n, bool)
+    source = np.arange(n, dtype=np.int64)  # where cluster_id comes from: own id, or a member
+    cluster_ids = ids
+    if decided is not None:
+        rows = decided.column("row").to_numpy()
+        size[rows] = decided.column("cluster_size").to_numpy()
+        kept[rows] = decided.column("kept").to_numpy(zero_copy_only=False)
+        source[rows] = n + np.arange(len(rows))
+        both = pa.concat_arrays([ids.combine_chunks(), decided.column("cluster_id")
+                                 .combine_chunks()])
+        cluster_ids = both.take(pa.array(source))
+    table = table.append_column("cluster_id", cluster_ids) \
+        .append_column("cluster_size", pa.array(size)).append_column("kept", pa.array(kept))
+    keep_rows = np.flatnonzero(kept)
+    drop_rows = np.flatnonzero(~kept)
+    out_table = table.take(pa.array(keep_rows))
+    removed = table.take(pa.array(drop_rows))
+    removed = removed.append_column(REASON, pa.array([REASON_FUZZY] * len(drop_rows),
+                                                     pa.string())) \
+        .append_column("duplicate_of", removed.column("cluster_id"))
+    audit = removed.select([ID, "duplicate_of", "cluster_id", "cluster_size"])
+    if task.rejected == "ids":
+        removed = removed.select([ID, REASON, "duplicate_of", "cluster_id", "cluster_size"])
+    key = f"part-{task.part:05d}"
+    pending: list[tuple[Path, Path]] = []
+    targets = ((folder / "out" / f"{key}.parquet", out_table),
+               (RunDir(task.run_dir).rejected_path(task.stage, key), removed),
+               (folder / "duplicates" / f"{key}.parquet", audit))
+    for final, data in targets:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.tmp")
+        pq.write_table(data, tmp)
+        pending.append((tmp, final))
+    commit_files(pending)
+    return {"in": n, "kept": len(keep_rows), "removed": len(drop_rows),
+            "in_clusters": int((size > 1).sum())}
+
+
+# ------------------------------------------------------------------------------------ stage
+class FuzzyDedup(DatasetStage):
+    """Remove near-duplicates (MinHash LSH over character or word n-grams); in each connected
+    component of candidate links the document with the lowest id survives. Every document
+    gets ``cluster_id`` (its survivor's id), ``cluster_size`` and ``kept``."""
+
+    type = "fuzzy_dedup"
+    holds_gil: ClassVar[bool] = True
+
+    shingle: Literal["char", "word"] = Field(
+        "char", description="char: 24-character shingles, 20x13; word: 5-word, 14x8.")
+    ngram: int | None = Field(None, gt=0, description="Shingle length; default per mode.")
+    num_perm: int | None = Field(None, gt=0, description="Hashes; default per mode.")
+    bands: int | None = Field(None, gt=0)
+    rows: int | None = Field(None, gt=0)
+    seed: int = 42
+    threshold: float = Field(0.8, ge=0, le=1, description="Estimated Jaccard for `verify`.")
+    verify: bool = Field(False, description="Keep only links whose signatures agree enough.")
+    device: Literal["cpu", "gpu", "auto"] = "auto"
+    keep: Literal["lowest_id"] = "lowest_id"
+    buckets: int | None = Field(None, gt=0, description="Shuffle partitions; default: parts.")
+    max_rounds: int = Field(64, gt=0, description="Component rounds before giving up.")
+
+    def resources(self) -> dict[str, float]:
+        return {"GPU": 1} if self.device == "gpu" else {}
+
+    def minhash_params(self) -> Any:
+        from curator.kernels.minhash import MinHashParams
+
+        base = MinHashParams() if self.shingle == "char" else MinHashParams.word()
+        bands, rows = self.bands or base.bands, self.rows or base.rows
+        num_perm = self.num_perm or max(base.num_perm, bands * rows)
+        return MinHashParams(num_perm=num_perm, ngram=self.ngram or base.ngram,
+                             mode=self.shingle, seed=self.seed, bands=bands, rows=rows)
+
+    def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
+        started = time.perf_counter()
+        work = str(ctx.work_dir)
+        params = self.minhash_params()
+        nb = self.buckets or max(1, len(parts))
+        keys = [f"part-{i:05d}" for i in range(len(parts))]
+        bucket_keys = [f"bucket-{b:05d}" for b in range(nb)]
+        gpu = self.resources()
+        sig = ctx.run_phase("signatures", _signature_part, [
+            _SignatureTask(i, str(p), work, nb, params, self.device, self.verify)
+            for i, p in enumerate(parts)], keys, gpu)
+        edges = ctx.run_phase("edges", _edges_bucket, [
+            _EdgeTask(b, work, len(parts), nb, self.verify, self.threshold)
+            for b in range(nb)], bucket_keys)
+        previous: list[str] | None = None
+        rnd = 0
+        while True:
+            if rnd >= self.max_rounds:
+                raise RuntimeError(f"{ctx.stage_name}: components did not converge in "
+                                   f"{self.max_rounds} rounds")
+            result = ctx.run_phase(f"cc-r{rnd:03d}", _cc_round, [
+                _RoundTask(p, rnd, work, nb, self.device) for p in range(nb)], bucket_keys, gpu)
+            digests = [r["digest"] for r in result]
+            if digests == previous:
+                break  # round rnd's input equals round rnd-1's: a fixed point (star forest)
+            previous = digests
+            if rnd >= 2:  # inputs of rounds before rnd-1 are no longer read
+                shutil.rmtree(ctx.work_dir / "cc" / f"r{rnd - 2:03d}", ignore_errors=True)
+            rnd += 1
+        ctx.run_phase("labels", _labels_partition, [
+            _LabelTask(p, rnd, work, nb, len(parts)) for p in range(nb)], bucket_keys)
+        ctx.run_phase("members", _members_part, [
+            _MemberTask(i, str(p), work, nb, nb) for i, p in enumerate(parts)], keys)
+        clusters = ctx.run_phase("clusters", _clusters_bucket, [
+            _ClusterTask(b, work, len(parts)) for b in range(nb)], bucket_keys)
+        removed = ctx.run_phase("remove", _remove_from_part, [
+            _RemoveTask(i, str(p), work, nb, str(ctx.run_dir.root), ctx.stage_name,
+                        ctx.rejected) for i, p in enumerate(parts)], keys)
+        total_removed = sum(r["removed"] for r in removed)
+        counts = {"name": ctx.stage_name, "type": self.type,
+                  "in": sum(r["in"] for r in removed), "kept": sum(r["kept"] for r in removed),
+                  "removed": total_removed, "failed": 0,
+                  "removed_by_reason": {REASON_FUZZY: total_removed} if total_removed else {},
+                  "seconds": round(time.perf_counter() - started, 3),
+                  "dedup": {"candidates": sum(e["candidates"] for e in edges),
+                            "edges": sum(e["edges"] for e in edges),
+                            "component_rounds": rnd + 1,
+                            "clusters": sum(c["clusters"] for c in clusters),
+                            "in_clusters": sum(r["in_clusters"] for r in removed),
+                            "no_shingle": sum(s["empty"] for s in sig)}}
+        return DatasetResult([ctx.work_dir / "out" / f"{k}.parquet" for k in keys], counts)

@@ -1,0 +1,157 @@
+"""Fuzzy dedup as a barrier: near-duplicates of real documents are clustered and distinct ones
+are not, the lowest id survives, the result does not depend on the executor, a run cut in the
+component rounds resumes to the same output, and the GPU path gives the CPU path's clusters."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+from curator import FuzzyDedup, LengthFilter, Pipeline, ReadJsonl, WriteParquet
+from tests.conftest import assert_accounting, sample_documents
+
+NGRAM = 24
+
+
+def _edit(text: str, rate: float, rng: random.Random) -> str:
+    """A near-duplicate: about ``rate`` of the words (a tenth of it of the characters, for
+    Japanese: a character edit breaks as many 24-character shingles as a word edit) replaced."""
+    japanese = text.count(" ") < len(text) / 50
+    rate = rate / 10 if japanese else rate
+    units = list(text) if japanese else text.split(" ")
+    out = [rng.choice(units) if rng.random() < rate else u for u in units]
+    return ("" if japanese else " ").join(out)
+
+
+def _jaccard(a: str, b: str) -> float:
+    sa = {a[i:i + NGRAM] for i in range(max(1, len(a) - NGRAM + 1))}
+    sb = {b[i:i + NGRAM] for i in range(max(1, len(b) - NGRAM + 1))}
+    return len(sa & sb) / len(sa | sb)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """Real documents over 4 files, with near-duplicate variants (0.3 % of words edited)."""
+    folder = tmp_path_factory.mktemp("fuzzy-in")
+    rng = random.Random(7)
+    docs = sample_documents()
+    records = [{"id": f"orig-{i:04d}", "text": d["text"]} for i, d in enumerate(docs)]
+    variants = {}
+    for i, doc in list(enumerate(docs))[::5]:
+        vid = f"near-{i:04d}"
+        records.append({"id": vid, "text": _edit(doc["text"], 0.003, rng)})
+        variants[vid] = f"orig-{i:04d}"
+    records.append({"id": "aaa-first", "text": _edit(docs[10]["text"], 0.003, rng)})
+    variants["aaa-first"] = "orig-0010"
+    rng.shuffle(records)
+    for n in range(4):
+        with open(folder / f"part-{n}.jsonl", "w", encoding="utf-8") as f:
+            for record in records[n::4]:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return folder, records, variants
+
+
+def _pipeline(folder, **params) -> Pipeline:
+    return Pipeline([ReadJsonl(path=f"{folder}/*.jsonl"), LengthFilter(min_chars=1),
+                     FuzzyDedup(buckets=3, device="cpu", **params), WriteParquet()],
+                    name="fuzzy")
+
+
+def _outputs(run) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((run / "write_parquet").iterdir())}
+
+
+def _clusters(run) -> dict[str, str]:
+    """id → cluster_id over kept and rejected documents."""
+    kept = pq.read_table(run / "write_parquet", columns=["id", "cluster_id"]).to_pylist()
+    gone = pq.read_table(run / "rejected" / "fuzzy_dedup", columns=["id", "cluster_id"])
+    return {r["id"]: r["cluster_id"] for r in kept + gone.to_pylist()}
+
+
+def test_fuzzy_dedup_clusters_near_duplicates_and_keeps_lowest_id(inputs, tmp_path,
+                                                                  dask_scheduler):
+    folder, records, variants = inputs
+    pipeline = _pipeline(folder)
+    assert [s.kind for s in pipeline.plan().segments] == ["shard", "dataset", "shard"]
+    run = tmp_path / "run"
+    pipeline.run(output=run, scheduler=dask_scheduler, progress=False)
+    stats = assert_accounting(run)
+    kept = pq.read_table(run / "write_parquet").to_pylist()
+    rejected = pq.read_table(run / "rejected" / "fuzzy_dedup").to_pylist()
+    assert len(kept) + len(rejected) == len(records)
+    assert all(r["kept"] for r in kept) and not any(r.get("kept") for r in rejected)
+    cluster = _clusters(run)
+    # every near-duplicate is clustered with its original
+    for vid, oid in variants.items():
+        assert cluster[vid] == cluster[oid], vid
+    # survivors: the lowest id of each cluster, kept; every other member removed naming it
+    members: dict[str, list[str]] = {}
+    for doc_id, cid in cluster.items():
+        members.setdefault(cid, []).append(doc_id)
+    for cid, ids in members.items():
+        assert cid == min(ids)
+    assert cluster["orig-0010"] == "aaa-first"
+    assert {r["id"] for r in kept} == set(members)
+    sizes = {r["id"]: r["cluster_size"] for r in kept + rejected}
+    for row in rejected:
+        assert row["reason"] == "near_duplicate"
+        assert row["duplicate_of"] == row["cluster_id"] < row["id"]
+        assert row["cluster_size"] == len(members[row["cluster_id"]]) >= 2
+    assert all(sizes[r["id"]] == len(members[r["id"]]) for r in kept)
+    # distinct documents are not clustered: each removed one truly resembles another member
+    text = {r["id"]: r["text"] for r in records}
+    for row in rejected:
+        best = max(_jaccard(text[row["id"]], text[o]) for o in members[row["cluster_id"]]
+                   if o != row["id"])
+        assert best >= 0.5, (row["id"], best)
+    assert len(rejected) >= len(variants)
+    assert stats["stages"][2]["removed_by_reason"] == {"near_duplicate": len(rejected)}
+    audit = pq.read_table(run / "_work" / "segment-01" / "duplicates").to_pylist()
+    assert sorted((r["id"], r["duplicate_of"]) for r in audit) == \
+        sorted((r["id"], r["duplicate_of"]) for r in rejected)
+
+
+def test_fuzzy_dedup_resumes_cut_component_rounds_and_is_worker_independent(
+        inputs, tmp_path, dask_scheduler):
+    folder, _, _ = inputs
+    first = tmp_path / "first"
+    _pipeline(folder).run(output=first, scheduler=dask_scheduler, progress=False)
+    reference = _outputs(first)
+
+    # Cut inside the component rounds: the last round's markers and everything after are lost.
+    work = first / "_work" / "segment-01"
+    rounds = sorted(work.glob("cc-r*"))
+    assert len(rounds) >= 2
+    shutil.rmtree(rounds[-1])
+    for phase in ("labels", "members", "clusters", "remove", "out", "duplicates"):
+        shutil.rmtree(work / phase)
+    shutil.rmtree(first / "write_parquet")
+    shutil.rmtree(first / "rejected")
+    shutil.rmtree(first / "_manifests" / "segment-02")
+    _pipeline(folder).run(output=first, scheduler=dask_scheduler, progress=False)
+    assert _outputs(first) == reference
+    assert_accounting(first)
+
+    single = tmp_path / "single"
+    _pipeline(folder).run(output=single, executor="local", progress=False)
+    assert _outputs(single) == reference
+
+
+def test_fuzzy_dedup_gpu_gives_cpu_clusters(inputs, tmp_path):
+    from curator.kernels.minhash_gpu import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no GPU")
+    folder, _, _ = inputs
+    runs = {}
+    for device in ("cpu", "gpu"):
+        run = tmp_path / device
+        Pipeline([ReadJsonl(path=f"{folder}/*.jsonl"), LengthFilter(min_chars=1),
+                  FuzzyDedup(buckets=3, device=device, verify=True), WriteParquet()],
+                 name="fuzzy").run(output=run, executor="local", progress=False)
+        runs[device] = _clusters(run)
+    assert runs["gpu"] == runs["cpu"]
