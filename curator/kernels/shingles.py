@@ -111,7 +111,7 @@ def _lead_payload(b):
     return np.uint64(b & 0x07)
 
 
-@nb.njit(nogil=True)
+@nb.njit(nogil=True, cache=True)
 def _decode(data, start, end, out):
     """Decode data[start:end] into code points (uint32) in ``out``; return their count."""
     m = 0
@@ -169,7 +169,7 @@ def _lower(c):
 # --------------------------------------------------------------------------- per document
 
 
-@nb.njit(nogil=True)
+@nb.njit(nogil=True, cache=True)
 def _char_shingles(cps, m, n, out):
     """Rolling char n-gram hashes of cps[:m] into ``out``; return the count."""
     if m == 0:
@@ -189,7 +189,7 @@ def _char_shingles(cps, m, n, out):
     return m - L + 1
 
 
-@nb.njit(nogil=True)
+@nb.njit(nogil=True, cache=True)
 def _tokens(cps, m, out):
     """Hashes of the normalised word tokens of cps[:m] into ``out``; return the count."""
     t = 0
@@ -212,7 +212,7 @@ def _tokens(cps, m, out):
     return t
 
 
-@nb.njit(nogil=True)
+@nb.njit(nogil=True, cache=True)
 def _word_shingles(tok, t, n, out):
     """Hashes of n-grams of token hashes tok[:t] into ``out``; return the count."""
     if t == 0:
@@ -227,7 +227,7 @@ def _word_shingles(tok, t, n, out):
     return t - L + 1
 
 
-@nb.njit(nogil=True)
+@nb.njit(nogil=True, cache=True)
 def doc_shingles(data, start, end, word, n, cps, tok, out):
     """Shingle hashes of one document into ``out`` (scratch ``cps``/``tok``); return count."""
     m = _decode(data, start, end, cps)

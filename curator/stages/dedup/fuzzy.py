@@ -459,7 +459,7 @@ class FuzzyDedup(DatasetStage):
     gets ``cluster_id`` (its survivor's id), ``cluster_size`` and ``kept``."""
 
     type = "fuzzy_dedup"
-    holds_gil: ClassVar[bool] = True
+    holds_gil: ClassVar[bool] = False  # numba kernels (nogil), Arrow and NumPy
 
     shingle: Literal["char", "word"] = Field(
         "char", description="char: 24-character shingles, 20x13; word: 5-word, 14x8.")
