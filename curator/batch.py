@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import xxhash
 
 ID = "id"
 TEXT = "text"
@@ -60,6 +62,13 @@ def split_by_reason(table: pa.Table, reasons: pa.Array) -> BatchResult:
     kept = table.filter(pc.invert(is_removed))
     removed = table.filter(is_removed).append_column(REASON, reasons.filter(is_removed))
     return BatchResult(kept=kept, removed=removed)
+
+
+def id_fractions(ids: pa.ChunkedArray | pa.Array | list[str], seed: int) -> np.ndarray:
+    """A number in [0, 1) per id, fixed by the id and the seed alone (sampling, splits)."""
+    values = ids if isinstance(ids, list) else ids.to_pylist()
+    return np.fromiter((xxhash.xxh3_64_intdigest(i.encode(), seed) for i in values),
+                       dtype=np.uint64, count=len(values)) / np.float64(2**64)
 
 
 def concat(tables: list[pa.Table]) -> pa.Table:

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from curator.kernels.shingles import FMIX_C1, FMIX_C2
+
 BAND_BASE = np.uint64(0xD6E8FEB86659FD93)
-_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _S33 = np.uint64(33)
 
 
@@ -29,11 +29,12 @@ def array_module(x: Any) -> Any:
     return np
 
 
-def _fmix64(x: Any) -> Any:
+def fmix64(x: Any) -> Any:
+    """MurmurHash3's 64-bit finaliser, in place, over a uint64 NumPy or CuPy array."""
     x ^= x >> _S33
-    x *= _C1
+    x *= FMIX_C1
     x ^= x >> _S33
-    x *= _C2
+    x *= FMIX_C2
     x ^= x >> _S33
     return x
 
@@ -53,7 +54,7 @@ def band_hashes(signatures: Any, bands: int, rows: int) -> Any:
             for i in range(j * rows, (j + 1) * rows):
                 h *= BAND_BASE
                 h += signatures[:, i].astype(xp.uint64)
-            out[:, j] = _fmix64(h)
+            out[:, j] = fmix64(h)
     return out
 
 

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import xxhash
 from pydantic import Field
 
-from curator.batch import ID
+from curator.batch import ID, id_fractions
 from curator.stages.base import Filter
-
-
-def id_fractions(ids: pa.ChunkedArray | pa.Array, seed: int) -> np.ndarray:
-    """A number in [0, 1) per id, fixed by the id and the seed alone."""
-    return np.fromiter(
-        (xxhash.xxh3_64_intdigest(i.encode(), seed) for i in ids.to_pylist()),
-        dtype=np.uint64, count=len(ids),
-    ) / np.float64(2**64)
 
 
 class Sample(Filter):

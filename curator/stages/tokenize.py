@@ -29,10 +29,11 @@ import pyarrow as pa
 import xxhash
 from pydantic import Field, PrivateAttr, field_validator
 
-from curator.batch import ID, REASON, TEXT, BatchResult, Failure
+from curator.batch import ID, REASON, TEXT, BatchResult, Failure, id_fractions
 from curator.blend import Blend
 from curator.fp8 import FP8ConfigError, check_seq_length, vocab_report
 from curator.io.megatron import ShardedIndexedDatasetWriter, ShardInfo, TokenOutOfVocabError
+from curator.runtime.rundir import checksum
 from curator.stages.base import ShardContext, Sink
 from curator.tokenizers import Tokenizer, TokenizerSpecError, load_tokenizer
 
@@ -54,9 +55,7 @@ def split_of(ids: list[str], fractions: dict[str, float], seed: int) -> np.ndarr
     """Index into ``SPLITS`` per id, from a seeded 64-bit hash of the id (deterministic)."""
     bounds = np.cumsum([fractions.get(s, 0.0) for s in SPLITS])
     bounds[-1] = np.inf  # rounding never sends a document past "test"
-    prefix = f"{seed}\x00".encode()
-    u = np.fromiter((xxhash.xxh3_64_intdigest(prefix + str(i).encode()) for i in ids),
-                    dtype=np.uint64, count=len(ids)).astype(np.float64) / 2.0**64
+    u = id_fractions([str(i) for i in ids], seed)
     return np.searchsorted(bounds, u, side="right").astype(np.int8)
 
 
@@ -90,7 +89,7 @@ class Tokenize(Sink):
     split: dict[Literal["train", "valid", "test"], float] | None = Field(
         None, description="Fractions per split, e.g. {train: 0.98, valid: 0.01, test: 0.01}; "
         "assigned by a seeded hash of the document id.")
-    seed: int = Field(0, description="Seed of the split hash.")
+    seed: int = Field(0, ge=0, description="Seed of the split hash.")
 
     _tok: Tokenizer | None = PrivateAttr(None)
     _tok_hash: str | None = PrivateAttr(None)
@@ -154,7 +153,7 @@ class Tokenize(Sink):
         if self.append_eod:
             _ = tok.eod_id  # a tokenizer without an end-of-document token fails here, once
         self._tok = tok
-        self._tok_hash = _file_hash(tok.path)
+        self._tok_hash = checksum(tok.path)
 
     def _tokenizer(self) -> Tokenizer:
         if self._tok is None:
@@ -392,14 +391,6 @@ def _encode(tok: Tokenizer, texts: list[str | None]) -> tuple[np.ndarray, np.nda
     lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
     flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
     return flat, lengths
-
-
-def _file_hash(path: str) -> str:
-    digest = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while block := f.read(8 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _remove_stale_temporaries(out: Path, base: str) -> None:

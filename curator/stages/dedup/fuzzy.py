@@ -44,6 +44,7 @@ import xxhash
 from pydantic import Field
 
 from curator.batch import ID, REASON, TEXT
+from curator.kernels.lsh import fmix64
 from curator.runtime.phases import DatasetContext, commit_files
 from curator.runtime.rundir import RunDir
 from curator.stages.base import DatasetResult, DatasetStage
@@ -51,9 +52,6 @@ from curator.stages.base import DatasetResult, DatasetStage
 REASON_FUZZY = "near_duplicate"
 _ROW_BITS = 32
 _ROW_MASK = np.int64((1 << _ROW_BITS) - 1)
-_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
 _EDGE_SCHEMA = pa.schema([("lo", pa.int64()), ("hi", pa.int64())])
 
 
@@ -62,12 +60,7 @@ def mix64(x: np.ndarray) -> np.ndarray:
     """MurmurHash3's finaliser over int64/uint64 values (a fixed, seedless bucket hash)."""
     h = np.asarray(x).astype(np.int64, copy=True).view(np.uint64)
     with np.errstate(over="ignore"):
-        h ^= h >> _S33
-        h *= _C1
-        h ^= h >> _S33
-        h *= _C2
-        h ^= h >> _S33
-    return h
+        return fmix64(h)
 
 
 def node_partition(keys: np.ndarray, partitions: int) -> np.ndarray:
