@@ -119,8 +119,10 @@ class IndexedDatasetWriter:
         fsync: bool = True,
         buffer_size: int = 1 << 22,
         temporary: Callable[[str], str] | None = None,
+        shuffle_seed: Sequence[int] | None = None,
     ) -> None:
         self.prefix = os.fspath(prefix)
+        self.shuffle_seed = shuffle_seed
         self.vocab_size = int(vocab_size)
         self.dtype = np.dtype(dtype) if dtype is not None else optimal_dtype(self.vocab_size)
         if self.dtype not in DTYPE_CODES:
@@ -233,6 +235,11 @@ class IndexedDatasetWriter:
         if n > 1:
             np.cumsum(lengths[:-1], dtype=np.int64, out=pointers[1:])
         pointers *= self.dtype.itemsize
+        if self.shuffle_seed is not None:
+            # A seeded document order: the index lists the sequences in a permuted order; the
+            # .bin stays as streamed (Megatron reads each sequence at its own pointer).
+            order = np.random.default_rng(list(self.shuffle_seed)).permutation(n)
+            lengths, pointers = lengths[order], pointers[order]
         doc_idx = np.arange(n + 1, dtype=np.int64)
         head = INDEX_HEADER + struct.pack("<Q", 1) + struct.pack("<B", DTYPE_CODES[self.dtype])
         head += struct.pack("<Q", n) + struct.pack("<Q", n + 1)
@@ -347,8 +354,10 @@ class ShardedIndexedDatasetWriter:
         keep_empty: bool = False,
         fsync: bool = True,
         temporary: Callable[[str], str] | None = None,
+        shuffle_seed: Sequence[int] | None = None,
     ) -> None:
         self.temporary = temporary
+        self.shuffle_seed = shuffle_seed
         self.directory = os.fspath(directory)
         self.name = name
         self.vocab_size = int(vocab_size)
@@ -381,6 +390,8 @@ class ShardedIndexedDatasetWriter:
             keep_empty=self.keep_empty,
             fsync=self.fsync,
             temporary=self.temporary,
+            shuffle_seed=None if self.shuffle_seed is None
+            else [*self.shuffle_seed, len(self.shards)],
         )
         return self._current
 

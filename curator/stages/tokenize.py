@@ -89,7 +89,9 @@ class Tokenize(Sink):
     split: dict[Literal["train", "valid", "test"], float] | None = Field(
         None, description="Fractions per split, e.g. {train: 0.98, valid: 0.01, test: 0.01}; "
         "assigned by a seeded hash of the document id.")
-    seed: int = Field(0, ge=0, description="Seed of the split hash.")
+    seed: int = Field(0, ge=0, description="Seed of the split hash and of the shuffle.")
+    shuffle: bool = Field(False, description="Seeded shuffle of the document order in each "
+                          "written piece (its .idx); default: input order.")
 
     _tok: Tokenizer | None = PrivateAttr(None)
     _tok_hash: str | None = PrivateAttr(None)
@@ -327,7 +329,9 @@ class _TokenWriter:
                 vocab_size=self.tok.vocab_size, eod_id=self.eod,
                 max_shard_tokens=self.stage.max_shard_tokens,
                 max_shard_bytes=self.stage.max_shard_bytes, keep_empty=self.stage.keep_empty,
-                temporary=self._temporary)
+                temporary=self._temporary,
+                shuffle_seed=[self.stage.seed, self.ctx.shard.index] if self.stage.shuffle
+                else None)
         return self.writers[key]
 
     def write(self, table: pa.Table) -> list[Failure]:

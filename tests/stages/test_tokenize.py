@@ -301,3 +301,25 @@ def test_demo_pipeline_validates(tok_path):
     assert isinstance(stage, Tokenize) and stage.seq_length % 128 == 0
     with pytest.raises(ConfigError, match="seq_length 1000"):
         load_pipeline(path, [f"tokenize.tokenizer={tok_path}", "tokenize.seq_length=1000"])
+
+
+def test_seeded_shuffle_permutes_documents_deterministically(input_glob, tok_path, tmp_path):
+    def read_all(out: Path) -> list[list[list[int]]]:
+        pieces = []
+        for idx in sorted((out / "tokens").glob("*_text_document.idx")):
+            ds = indexed_dataset.IndexedDataset(str(idx)[: -len(".idx")])
+            pieces.append([ds[i].tolist() for i in range(len(ds))])
+        return pieces
+
+    runs = {}
+    for label, params in {"plain": {}, "a": {"shuffle": True, "seed": 5},
+                          "b": {"shuffle": True, "seed": 5}, "c": {"shuffle": True, "seed": 6}
+                          }.items():
+        out = tmp_path / label
+        Pipeline([ReadJsonl(path=input_glob), Tokenize(tokenizer=tok_path, **params)],
+                 output=str(out)).run(executor="local", progress=False)
+        runs[label] = read_all(out)
+    assert runs["a"] == runs["b"], "same seed, same order"
+    assert runs["a"] != runs["plain"] and runs["a"] != runs["c"]
+    for plain, shuffled in zip(runs["plain"], runs["a"], strict=True):
+        assert sorted(plain) == sorted(shuffled), "a permutation: no document lost or added"
