@@ -90,3 +90,23 @@ def test_exact_dedup_resumes_a_cut_phase_and_is_worker_independent(inputs, tmp_p
     single = tmp_path / "single"
     _pipeline(folder).run(output=single, executor="local", progress=False)
     assert {p.name: p.read_bytes() for p in (single / "write_parquet").iterdir()} == reference
+
+
+def test_score_field_keeps_the_best_scored_copy_and_md5_agrees(tmp_path):
+    docs = sample_documents()[:20]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    with open(folder / "a.jsonl", "w", encoding="utf-8") as f:
+        for i, doc in enumerate(docs):
+            for copy, quality in enumerate((0.2, 0.9, 0.5)):
+                f.write(json.dumps({"id": f"d{i:02d}-c{copy}", "text": doc["text"],
+                                    "quality": quality + i / 100}) + "\n")
+    kept = {}
+    for algorithm in ("xxh3_128", "md5"):
+        out = tmp_path / algorithm
+        Pipeline([ReadJsonl(path=str(folder / "*.jsonl")),
+                  ExactDedup(score_field="quality", algorithm=algorithm), WriteParquet()]
+                 ).run(output=out, executor="local", progress=False)
+        assert_accounting(out)
+        kept[algorithm] = sorted(pq.read_table(out / "write_parquet").column("id").to_pylist())
+    assert kept["xxh3_128"] == kept["md5"] == [f"d{i:02d}-c1" for i in range(len(docs))]
