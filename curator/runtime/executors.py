@@ -56,6 +56,38 @@ class LocalExecutor(Executor):
             yield fn(task)
 
 
+def local_cluster(n: int, processes: bool, gpus: int):
+    """A Dask cluster on this machine.
+
+    Threads: one process with ``n`` threads (for pipelines whose stages release the GIL).
+    Processes: ``n`` CPU workers on loopback, each with its share of the cores for Arrow's and
+    BLAS's pools, plus one worker per GPU that alone advertises the ``GPU`` resource and sees
+    only its own device, so GPU tasks never pile onto one card.
+    """
+    from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
+
+    if not processes:
+        log.info("Dask LocalCluster: %d threads in one process (every stage releases the GIL)", n)
+        return LocalCluster(n_workers=1, threads_per_worker=n, processes=False,
+                            dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
+                            resources={"GPU": 1} if gpus else None)
+    share = str(max(1, (os.cpu_count() or 1) // n))
+
+    def worker(env: dict[str, str], resources: dict[str, float] | None = None) -> dict:
+        return {"cls": Nanny, "options": {"nthreads": 1, "host": "127.0.0.1", "env": env,
+                                          "resources": resources, "silence_logs": logging.ERROR}}
+
+    specs = {f"cpu-{i}": worker({"OMP_NUM_THREADS": share}) for i in range(n)}
+    specs.update({f"gpu-{g}": worker({"OMP_NUM_THREADS": share, "CUDA_VISIBLE_DEVICES": str(g)},
+                                     {"GPU": 1}) for g in range(gpus)})
+    log.info("Dask LocalCluster: %d CPU worker processes%s", n,
+             f" and {gpus} GPU workers (one per device)" if gpus else "")
+    return SpecCluster(
+        scheduler={"cls": Scheduler, "options": {"host": "127.0.0.1",
+                                                  "dashboard_address": "127.0.0.1:0"}},
+        workers=specs, silence_logs=logging.ERROR)
+
+
 class DaskExecutor(Executor):
     """Runs tasks on a Dask cluster: a LocalCluster on loopback, or an existing one."""
 
@@ -63,26 +95,14 @@ class DaskExecutor(Executor):
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None,
                  scheduler_file: str | None = None, processes: bool = True) -> None:
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
         self.cluster = None
         if scheduler or scheduler_file:
             self.client = Client(address=scheduler, scheduler_file=scheduler_file)
         else:
-            gpus = gpu_count()
-            n = workers or os.cpu_count() or 1
-            # In processes, each worker's Arrow/BLAS pool gets its share of the cores.
-            threads = str(max(1, (os.cpu_count() or 1) // n))
-            self.cluster = LocalCluster(
-                n_workers=n if processes else 1, threads_per_worker=1 if processes else n,
-                processes=processes, dashboard_address="127.0.0.1:0",
-                resources={"GPU": 1} if gpus else None, silence_logs=logging.ERROR,
-                # processes talk over loopback TCP; threads share the process (inproc://)
-                **({"host": "127.0.0.1", "env": {"OMP_NUM_THREADS": threads}} if processes
-                   else {}))
+            self.cluster = local_cluster(workers or os.cpu_count() or 1, processes, gpu_count())
             self.client = Client(self.cluster)
-            log.info("Dask LocalCluster: %s", f"{n} worker processes" if processes
-                     else f"{n} threads in one process (every stage releases the GIL)")
         log.info("Dask dashboard: %s", self.client.dashboard_link)
 
     def map(self, fn, tasks, keys, resources):

@@ -87,3 +87,27 @@ def test_existing_cluster_by_scheduler_file(tmp_path, dask_scheduler):
         output=tmp_path / "run", scheduler_file=str(scheduler_file), progress=False)
     assert result.shards_run == 3
     assert_accounting(tmp_path / "run")
+
+
+class RecordDevice(RecordWorker):
+    """Tags each document with the CUDA device list its worker was given."""
+
+    type = "test_record_device"
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        import os
+
+        device = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        return BatchResult(kept=batch.append_column("device", pa.array([device] * len(batch))))
+
+
+def test_local_cluster_has_one_gpu_worker_per_device(tmp_path, monkeypatch):
+    """On a node with GPUs, only one worker per GPU advertises it, pinned to its own device."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    inputs = tmp_path / "in"
+    write_shards(inputs, 6)
+    Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), RecordDevice(), WriteParquet()]).run(
+        output=tmp_path / "run", executor="dask", workers=2, progress=False)
+    assert_accounting(tmp_path / "run")
+    devices = pq.read_table(tmp_path / "run" / "write_parquet").column("device").to_pylist()
+    assert set(devices) <= {"0", "1"} and devices
