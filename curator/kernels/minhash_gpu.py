@@ -347,6 +347,9 @@ class GpuMinHasher:
         cum_host = _segment_cum(buf.starts, buf.ends)
         starts_d, ends_d = cp.asarray(buf.starts), cp.asarray(buf.ends)
         cum_d = cp.asarray(cum_host)
+        # The kernels run on non-blocking streams, which do not wait for the default stream:
+        # make sure these offsets are on the device before any kernel reads them.
+        cp.cuda.Stream.null.synchronize()
         cap = max(int(buf.ends[d1 - 1] - buf.starts[d0]) for d0, d1 in chunks) + 1
         rows_cap = max(d1 - d0 for d0, d1 in chunks)
         staged = not self.host_register
