@@ -52,10 +52,6 @@ class BatchResult:
         return 0 if self.removed is None else self.removed.num_rows
 
 
-def empty_like(table: pa.Table) -> pa.Table:
-    return table.schema.empty_table()
-
-
 def split_by_reason(table: pa.Table, reasons: pa.Array) -> BatchResult:
     """Keep rows whose reason is null; the others go to ``removed`` with a ``reason`` column."""
     is_removed = pc.is_valid(reasons)

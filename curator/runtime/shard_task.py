@@ -5,14 +5,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator.batch import ID, REASON, TEXT, BatchResult, Failure
+from curator.batch import ID, REASON, BatchResult, Failure
 from curator.io.parquet import _ParquetWriter, read_parquet_batches
 from curator.io.records import ColumnMap
 from curator.runtime.rundir import RunDir
@@ -213,12 +212,3 @@ def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
         raise AssertionError(f"stage {name!r} lost documents: in={count.n_in} kept={count.kept} "
                              f"removed={count.removed} failed={count.failed}")
     return result.kept
-
-
-def text_bytes(table: pa.Table) -> int:
-    """UTF-8 bytes of the ``text`` column."""
-    return int(pc.sum(pc.binary_length(table.column(TEXT))).as_py() or 0)
-
-
-def part_paths(folder: Path) -> list[Path]:
-    return sorted(folder.glob("part-*.parquet"))
