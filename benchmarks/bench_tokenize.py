@@ -10,10 +10,13 @@
 * ``baseline``: what tools/preprocess_data.py does in each worker: per line ``json.loads``,
   ``tokenizer.encode(text)`` (same HF tokenizer), append EOD, then
   ``IndexedDatasetBuilder.add_document(ids, [len(ids)])``; finalize.
-* ``ours``: the same reader, batches of documents -> ``Tokenizer.encode_batch`` (HF Rust threads)
-  -> ``IndexedDatasetWriter.add_batch`` (NumPy straight into the .bin).
+* ``ours``: the same reader, batches of documents -> ``Tokenizer.encode_batch_flat`` (HF Rust
+  threads, in slices of ~256 Ki characters, each turned into one NumPy array at once) ->
+  ``IndexedDatasetWriter.add_flat`` (NumPy straight into the .bin) -- the path the ``tokenize``
+  stage takes (``process`` -> ``_encode``, then the writer's ``add_flat``).
 * Each run is a fresh subprocess; we record wall time, CPU time (user+sys, all threads) and peak
-  RSS (ru_maxrss). "tokens/s per core" = tokens / CPU-seconds, so threads do not flatter it.
+  RSS (``VmHWM`` from /proc/self/status; ``ru_maxrss`` would include the driver's RSS, inherited
+  through fork). "tokens/s per core" = tokens / CPU-seconds, so threads do not flatter it.
   Outputs of the two methods are compared byte for byte.
 """
 
@@ -151,10 +154,10 @@ def run_worker(
             for text in _read(corpus, scale):
                 buf.append(text)
                 if len(buf) >= batch:
-                    w.add_batch(tok.encode_batch(buf))
+                    w.add_flat(*tok.encode_batch_flat(buf))
                     buf = []
             if buf:
-                w.add_batch(tok.encode_batch(buf))
+                w.add_flat(*tok.encode_batch_flat(buf))
         ntok, ndoc = w.num_tokens, w.num_documents
     c1 = os.times()
     wall = time.perf_counter() - t0
@@ -166,8 +169,23 @@ def run_worker(
         "docs": ndoc,
         "wall_s": wall,
         "cpu_s": cpu,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": _peak_rss_mb(),
     }
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS. Not ``ru_maxrss``: on Linux a child started by fork+exec inherits
+    the parent's RSS at the fork in ``ru_maxrss`` (a 10 MB child of a 300 MB parent reports 311
+    MB), so every worker would show at least the driver's footprint. ``VmHWM`` belongs to the
+    address space the worker itself built after exec."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _spawn(args: list[str], env_extra: dict | None = None) -> dict:

@@ -20,7 +20,6 @@ import math
 import re
 import threading
 from collections import deque
-from itertools import chain
 from pathlib import Path
 from typing import Any, Literal
 
@@ -390,11 +389,11 @@ class _TokenWriter:
 
 
 def _encode(tok: Tokenizer, texts: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids of ``texts`` as one flat array and per-document lengths (no EOD)."""
-    ids = tok.encode_batch(["" if t is None else t for t in texts])
-    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-    flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
-    return flat, lengths
+    """Token ids of ``texts`` as one flat array and per-document lengths (no EOD).
+
+    Encoded slice by slice (:meth:`Tokenizer.encode_batch_flat`), so the tokenizer's per-token
+    objects never exist for more than one slice of the batch at a time."""
+    return tok.encode_batch_flat(["" if t is None else t for t in texts])
 
 
 def _remove_stale_temporaries(out: Path, base: str) -> None:
