@@ -155,3 +155,43 @@ def test_fuzzy_dedup_gpu_gives_cpu_clusters(inputs, tmp_path):
                  name="fuzzy").run(output=run, executor="local", progress=False)
         runs[device] = _clusters(run)
     assert runs["gpu"] == runs["cpu"]
+
+
+@pytest.fixture(scope="module")
+def reference_run(inputs, tmp_path_factory, dask_scheduler):
+    folder, _, _ = inputs
+    run = tmp_path_factory.mktemp("fuzzy-ref") / "run"
+    _pipeline(folder).run(output=run, scheduler=dask_scheduler, progress=False)
+    return run
+
+
+def _phase_markers(work) -> list:
+    """Marker folders of the stage's phases, in the order they run."""
+    rounds = sorted(p.name for p in work.glob("cc-r*"))
+    order = ["signatures", "edges", *rounds, "labels", "members", "clusters", "remove"]
+    return [work / name / "_done" for name in order]
+
+
+@pytest.mark.parametrize("cut", ["signatures", "edges", "cc-r001", "labels", "members",
+                                 "clusters", "remove"])
+def test_a_run_killed_in_any_phase_resumes_to_the_same_output(cut, inputs, reference_run,
+                                                              tmp_path, dask_scheduler):
+    """As after a kill in phase ``cut``: half its tasks done, later phases not committed
+    (their stale files left behind), outputs after the barrier missing."""
+    folder, _, _ = inputs
+    run = tmp_path / "run"
+    shutil.copytree(reference_run, run)
+    markers = _phase_markers(run / "_work" / "segment-01")
+    position = [m.parent.name for m in markers].index(cut)
+    done = sorted(markers[position].glob("*.json"))
+    for marker in done[::2]:
+        marker.unlink()
+    for later in markers[position + 1:]:
+        shutil.rmtree(later)
+    shutil.rmtree(run / "write_parquet")
+    shutil.rmtree(run / "_manifests" / "segment-02")
+    (run / "stats.json").unlink()
+    _pipeline(folder).run(output=run, scheduler=dask_scheduler, progress=False)
+    assert _outputs(run) == _outputs(reference_run)
+    assert _clusters(run) == _clusters(reference_run)
+    assert_accounting(run)
