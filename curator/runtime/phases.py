@@ -4,7 +4,6 @@ restarted run skips the tasks whose marker matches the configuration."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,9 +58,3 @@ class DatasetContext:
 def _keyed(item: tuple[Callable[[Any], dict], Any, str]) -> tuple[str, dict]:
     fn, task, key = item
     return key, fn(task)
-
-
-def commit_files(pending: list[tuple[Path, Path]]) -> None:
-    """Rename temporary files into place."""
-    for tmp, final in pending:
-        os.replace(tmp, final)

@@ -28,11 +28,25 @@ def checksum(path: Path) -> str:
     return digest.hexdigest()
 
 
+def temporary_for(final: Path, pending: list[tuple[Path, Path]]) -> Path:
+    """A temporary name beside ``final`` (its folder created), remembered in ``pending`` so that
+    ``commit_files`` renames it into place once everything it belongs with is written."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp")
+    pending.append((tmp, final))
+    return tmp
+
+
+def commit_files(pending: list[tuple[Path, Path]]) -> None:
+    """Rename temporary files into place."""
+    for tmp, final in pending:
+        os.replace(tmp, final)
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    pending: list[tuple[Path, Path]] = []
+    temporary_for(path, pending).write_text(json.dumps(data, indent=1), encoding="utf-8")
+    commit_files(pending)
 
 
 def _differences(old: Any, new: Any, path: str = "") -> list[str]:
@@ -116,9 +130,9 @@ class RunDir:
 
     def commit(self, pending: list[tuple[Path, Path]], manifest: dict, segment: int) -> dict:
         """Rename a shard's temporary files into place, then write its manifest (last)."""
+        commit_files(pending)
         files = []
-        for tmp, final in pending:
-            os.replace(tmp, final)
+        for _, final in pending:
             files.append({"path": str(final.relative_to(self.root)) if final.is_relative_to(
                 self.root) else str(final), "bytes": final.stat().st_size,
                 "xxh3_128": checksum(final)})

@@ -23,6 +23,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from curator.batch import BatchResult, Failure, Shard, SourceBatch, split_by_reason
+from curator.runtime.rundir import temporary_for
 
 Scope = Literal["source", "batch", "dataset"]
 
@@ -120,10 +121,7 @@ class ShardContext:
 
     def temporary_for(self, final: Path) -> Path:
         """A temporary name beside ``final``; renamed to ``final`` when the shard commits."""
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.with_name(f".{final.name}.tmp")
-        self.pending.append((tmp, final))
-        return tmp
+        return temporary_for(final, self.pending)
 
 
 class SinkWriter(Protocol):

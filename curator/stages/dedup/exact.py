@@ -25,8 +25,8 @@ import xxhash
 from pydantic import Field
 
 from curator.batch import ID, REASON, TEXT
-from curator.runtime.phases import DatasetContext, commit_files
-from curator.runtime.rundir import RunDir
+from curator.runtime.phases import DatasetContext
+from curator.runtime.rundir import RunDir, commit_files, temporary_for
 from curator.stages.base import DatasetResult, DatasetStage
 
 REASON_EXACT = "exact_duplicate"
@@ -73,13 +73,10 @@ def _hash_part(task: _HashTask) -> dict:
     hashed = pa.table(columns)
     bucket = h1 % np.uint64(task.buckets)
     folder = Path(task.work) / "hash" / f"part-{task.part:05d}"
-    folder.mkdir(parents=True, exist_ok=True)
-    pending = []
+    pending: list[tuple[Path, Path]] = []
     for b in range(task.buckets):
-        final = folder / f"bucket-{b:05d}.parquet"
-        tmp = final.with_name(f".{final.name}.tmp")
-        pq.write_table(hashed.filter(pa.array(bucket == b)), tmp)
-        pending.append((tmp, final))
+        pq.write_table(hashed.filter(pa.array(bucket == b)),
+                       temporary_for(folder / f"bucket-{b:05d}.parquet", pending))
     commit_files(pending)
     return {"rows": len(h1)}
 
@@ -109,11 +106,11 @@ def _group_bucket(task: _GroupTask) -> dict:
         "part": table.column("part").take(duplicates), "row": table.column("row").take(duplicates),
         ID: table.column(ID).take(duplicates),
         "duplicate_of": table.column(ID).take(survivor[duplicates])})
+    pending: list[tuple[Path, Path]] = []
     final = Path(task.work) / "decisions" / f"bucket-{task.bucket:05d}.parquet"
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.tmp")
-    pq.write_table(decisions.sort_by([("part", "ascending"), ("row", "ascending")]), tmp)
-    commit_files([(tmp, final)])
+    pq.write_table(decisions.sort_by([("part", "ascending"), ("row", "ascending")]),
+                   temporary_for(final, pending))
+    commit_files(pending)
     return {"groups": int(first.sum()), "duplicates": len(duplicates)}
 
 
@@ -142,12 +139,9 @@ def _remove_from_part(task: _RemoveTask) -> dict:
         removed = removed.select([ID, REASON, "duplicate_of"])
     out = Path(task.work) / "out" / f"part-{task.part:05d}.parquet"
     rejected = RunDir(task.run_dir).rejected_path(task.stage, f"part-{task.part:05d}")
-    pending = []
+    pending: list[tuple[Path, Path]] = []
     for final, data in ((out, kept), (rejected, removed)):
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.with_name(f".{final.name}.tmp")
-        pq.write_table(data, tmp)
-        pending.append((tmp, final))
+        pq.write_table(data, temporary_for(final, pending))
     commit_files(pending)
     return {"in": table.num_rows, "kept": kept.num_rows, "removed": len(rows)}
 

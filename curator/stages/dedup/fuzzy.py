@@ -45,8 +45,8 @@ from pydantic import Field
 
 from curator.batch import ID, REASON, TEXT
 from curator.kernels.lsh import fmix64
-from curator.runtime.phases import DatasetContext, commit_files
-from curator.runtime.rundir import RunDir
+from curator.runtime.phases import DatasetContext
+from curator.runtime.rundir import RunDir, commit_files, temporary_for
 from curator.stages.base import DatasetResult, DatasetStage
 
 REASON_FUZZY = "near_duplicate"
@@ -69,10 +69,7 @@ def node_partition(keys: np.ndarray, partitions: int) -> np.ndarray:
 
 
 def _write(table: pa.Table, final: Path, pending: list[tuple[Path, Path]]) -> None:
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.tmp")
-    feather.write_feather(table, tmp, compression="lz4")
-    pending.append((tmp, final))
+    feather.write_feather(table, temporary_for(final, pending), compression="lz4")
 
 
 def _write_split(table: pa.Table, target: np.ndarray, count: int, path_of: Any,
@@ -168,11 +165,8 @@ def _signature_part(task: _SignatureTask) -> dict:
     _write_split(long, target, task.buckets, lambda b: folder / f"bucket-{b:05d}.arrow", pending)
     if task.verify:
         final = Path(task.work) / "sigs" / f"part-{task.part:05d}.npy"
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.with_name(f".{final.name}.tmp")
-        with open(tmp, "wb") as f:
+        with open(temporary_for(final, pending), "wb") as f:
             np.save(f, np.ascontiguousarray(sig))
-        pending.append((tmp, final))
     commit_files(pending)
     return {"docs": n, "empty": int(empty.sum()), "band_rows": len(hashes)}
 
@@ -436,10 +430,7 @@ def _remove_from_part(task: _RemoveTask) -> dict:
                (RunDir(task.run_dir).rejected_path(task.stage, key), removed),
                (folder / "duplicates" / f"{key}.parquet", audit))
     for final, data in targets:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final.with_name(f".{final.name}.tmp")
-        pq.write_table(data, tmp)
-        pending.append((tmp, final))
+        pq.write_table(data, temporary_for(final, pending))
     commit_files(pending)
     return {"in": n, "kept": len(keep_rows), "removed": len(drop_rows),
             "in_clusters": int((size > 1).sum())}
