@@ -17,6 +17,8 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+from curator.bpe_tiktoken import byte_level_ranks
+
 __all__ = ["EOD_TOKEN", "export_tiktoken", "iter_texts", "round_vocab_size", "train_bpe"]
 
 EOD_TOKEN = "<|endoftext|>"
@@ -122,23 +124,6 @@ def train_bpe(
     return tok
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character table (what ByteLevel uses)."""
-    bs = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, (chr(c) for c in cs), strict=True))
-
-
 def export_tiktoken(
     tokenizer_json: str | os.PathLike[str], output: str | os.PathLike[str]
 ) -> dict[str, int]:
@@ -151,14 +136,9 @@ def export_tiktoken(
     data = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
     if data["model"]["type"] != "BPE":
         raise ValueError(f"export_tiktoken needs a BPE model, got {data['model']['type']!r}")
-    dec = {c: b for b, c in _bytes_to_unicode().items()}
     specials = {t["content"]: t["id"] for t in data.get("added_tokens", [])}
-    lines = []
-    for token, idx in sorted(data["model"]["vocab"].items(), key=lambda kv: kv[1]):
-        if token in specials:
-            continue
-        raw = bytes(dec[c] for c in token)
-        lines.append(f"{base64.b64encode(raw).decode()} {idx}\n")
+    ranks = sorted(byte_level_ranks(data).items(), key=lambda kv: kv[1])
+    lines = [f"{base64.b64encode(raw).decode()} {idx}\n" for raw, idx in ranks]
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(lines), encoding="ascii")

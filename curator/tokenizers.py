@@ -6,7 +6,12 @@
 * a SentencePiece ``.model`` file, or a directory holding ``tokenizer.model``;
 * a tiktoken ``.tiktoken`` ranks file (base64 token, rank per line), or a directory holding one;
 * a mapping ``{"path": ..., "type": "hf"|"sentencepiece"|"tiktoken", "eod_token": ...,
-  "pattern": ..., "special_tokens": {...}}`` when the defaults need overriding.
+  "pattern": ..., "special_tokens": {...}, "encoder": "auto"|"native"}`` when the defaults
+  need overriding.
+
+A byte-level BPE ``tokenizer.json`` is encoded by its exact tiktoken twin when one exists
+(``curator.bpe_tiktoken``; several times faster per core), checked against the ``tokenizers``
+library on the first slice each process encodes; ``encoder: native`` turns the twin off.
 
 The returned :class:`Tokenizer` loads the underlying library object lazily, on first use, and
 drops it when pickled, so it travels to Dask workers as a few strings and is loaded once per
@@ -19,6 +24,7 @@ EOD token".
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["CL100K_PATTERN", "GPT2_PATTERN", "Tokenizer", "TokenizerSpecError", "load_tokenizer"]
 
@@ -106,14 +114,19 @@ class Tokenizer:
     pattern: str | None = None  # tiktoken only
     special_tokens: dict[str, int] = field(default_factory=dict)  # tiktoken only
     num_threads: int | None = None  # None: the library's default (all cores)
+    encoder: str = "auto"  # hf only: "auto" runs an exact tiktoken twin when there is one
     _obj: Any = field(default=None, init=False, repr=False, compare=False)
+    _twin: Any = field(default=None, init=False, repr=False, compare=False)
+    _twin_checked: bool = field(default=False, init=False, repr=False, compare=False)
+    encoder_note: str = field(default="", init=False, repr=False, compare=False)
     _vocab_size: int | None = field(default=None, init=False, repr=False, compare=False)
     _eod_id: int | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- pickling: ship the spec, never the loaded object ---------------------------------------
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_obj"] = None
+        state["_obj"] = state["_twin"] = None
+        state["_twin_checked"] = False
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -133,6 +146,7 @@ class Tokenizer:
             vocab = obj.get_vocab(with_added_tokens=True)
             self._vocab_size = max(vocab.values()) + 1
             eod = self._pick_eod(lambda t: vocab.get(t))
+            self._load_twin(obj)
         elif self.kind == "sentencepiece":
             import sentencepiece as spm
 
@@ -144,6 +158,7 @@ class Tokenizer:
                 return None if i == obj.unk_id() and t != obj.id_to_piece(obj.unk_id()) else i
 
             eod = self._pick_eod(sp_lookup)
+            self.encoder_note = "sentencepiece"
             if eod is None and obj.eos_id() >= 0:
                 eod = obj.eos_id()
         elif self.kind == "tiktoken":
@@ -162,11 +177,23 @@ class Tokenizer:
             )
             self._vocab_size = max(max(ranks.values()), max(specials.values())) + 1
             eod = self._pick_eod(lambda t: specials.get(t))
+            self.encoder_note = "tiktoken"
         else:  # pragma: no cover - guarded by load_tokenizer
             raise TokenizerSpecError(f"unknown tokenizer kind {self.kind!r}")
         self._eod_id = None if eod is None else int(eod)
         self._obj = obj
         return obj
+
+    def _load_twin(self, hf: Any) -> None:
+        """Find the tiktoken twin of a byte-level BPE (``curator.bpe_tiktoken``), if asked."""
+        if self.encoder == "native":
+            self.encoder_note = "tokenizers (native, as configured)"
+            return
+        from curator.bpe_tiktoken import tiktoken_twin
+
+        self._twin, why = tiktoken_twin(self.path, hf)
+        self.encoder_note = ("tiktoken twin of tokenizer.json" if self._twin is not None
+                             else f"tokenizers (no tiktoken twin: {why})")
 
     def _pick_eod(self, lookup) -> int | None:
         if self.eod_token is not None:
@@ -204,64 +231,74 @@ class Tokenizer:
     def encode_batch(
         self, texts: Sequence[str], *, max_chars: int = ENCODE_CHUNK_CHARS
     ) -> list[list[int]]:
-        """Token ids per text, no special tokens added. Runs in the library's native threads."""
-        texts = texts if isinstance(texts, list) else list(texts)
-        out: list[list[int]] = []
-        for part in self._encode_chunks(texts, max_chars):
-            out.extend(part)
-        return out
+        """Token ids per text, no special tokens added."""
+        flat, lengths = self.encode_batch_flat(texts, max_chars=max_chars)
+        return [part.tolist() for part in np.split(flat, np.cumsum(lengths)[:-1])] if len(
+            lengths) else []
 
     def encode_batch_flat(
         self, texts: Sequence[str], *, max_chars: int = ENCODE_CHUNK_CHARS
     ) -> tuple[np.ndarray, np.ndarray]:
         """Token ids of ``texts`` as one flat ``int32`` array and per-text lengths (``int64``).
 
-        The same ids as :meth:`encode_batch`. Each slice of about ``max_chars`` characters is
-        turned into NumPy before the next one is encoded, so the library's per-token objects
-        (Hugging Face ``Encoding``: ids, token strings, offsets, masks, ~80 bytes a token) and the
-        Python int lists exist for one slice at a time: the transient memory is bounded by
-        ``max_chars``, not by how many bytes the caller's batch happens to hold.
+        Each slice of about ``max_chars`` characters is turned into NumPy before the next one is
+        encoded, so the library's per-token objects (Hugging Face ``Encoding``: ids, token
+        strings, offsets, masks, ~80 bytes a token) and the Python int lists exist for one slice
+        at a time: the transient memory is bounded by ``max_chars``, not by how many bytes the
+        caller's batch happens to hold.
         """
         texts = texts if isinstance(texts, list) else list(texts)
         flats: list[np.ndarray] = []
         lens: list[np.ndarray] = []
-        for part in self._encode_chunks(texts, max_chars):
-            lengths = np.fromiter(map(len, part), dtype=np.int64, count=len(part))
-            flats.append(
-                np.fromiter(chain.from_iterable(part), dtype=np.int32, count=int(lengths.sum()))
-            )
+        for part in self._slices(texts, max_chars):
+            flat, lengths = self._encode_flat(part)
+            flats.append(flat)
             lens.append(lengths)
-            del part
         if not lens:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
         if len(lens) == 1:
             return flats[0], lens[0]
         return np.concatenate(flats), np.concatenate(lens)
 
-    def _encode_chunks(self, texts: list[str], max_chars: int) -> Iterator[list[list[int]]]:
-        """Token ids of consecutive slices of ``texts``, each of about ``max_chars`` characters
-        (a longer text is a slice of its own)."""
+    @staticmethod
+    def _slices(texts: list[str], max_chars: int) -> Iterator[list[str]]:
+        """Consecutive slices of ``texts`` of about ``max_chars`` characters each (a longer text
+        is a slice of its own)."""
         i, n = 0, len(texts)
         while i < n:
             j, size = i + 1, len(texts[i])
             while j < n and size + len(texts[j]) <= max_chars:
                 size += len(texts[j])
                 j += 1
-            yield self._encode_list(texts[i:j] if (i, j) != (0, n) else texts)
+            yield texts[i:j] if (i, j) != (0, n) else texts
             i = j
 
-    def _encode_list(self, texts: list[str]) -> list[list[int]]:
+    def _encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         obj = self._load()
+        if self.kind == "tiktoken":
+            return _tiktoken_flat(obj, texts)
+        if self.kind == "hf" and self._twin is not None:
+            return self._encode_twin(obj, texts)
         if self.kind == "hf":
-            # encode_batch_fast skips offset tracking; the Rust side fans out over its thread pool.
-            enc = getattr(obj, "encode_batch_fast", obj.encode_batch)
-            return [e.ids for e in enc(texts, add_special_tokens=False)]
-        if self.kind == "sentencepiece":
-            return obj.encode(
-                texts, out_type=int, num_threads=self.num_threads or os.cpu_count() or 1
-            )
-        # tiktoken: ordinary = special-token text is encoded as plain text, never as a special id
-        return obj.encode_ordinary_batch(texts, num_threads=self.num_threads or os.cpu_count() or 1)
+            return _lists_flat(_hf_ids(obj, texts))
+        threads = self.num_threads or os.cpu_count() or 1
+        return _lists_flat(obj.encode(texts, out_type=int, num_threads=threads))
+
+    def _encode_twin(self, hf: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Encode with the tiktoken twin; its first slice in each process is also encoded
+        natively, and any difference retires the twin for good (with a warning)."""
+        flat, lengths = _tiktoken_flat(self._twin, texts)
+        if self._twin_checked:
+            return flat, lengths
+        native, native_lengths = _lists_flat(_hf_ids(hf, texts))
+        self._twin_checked = True
+        if np.array_equal(lengths, native_lengths) and np.array_equal(flat, native):
+            return flat, lengths
+        self._twin = None
+        self.encoder_note = "tokenizers (its tiktoken twin differed on real text)"
+        _log.warning("%s: the tiktoken twin encodes some text differently; using tokenizers",
+                     self.path)
+        return native, native_lengths
 
     def encode(self, text: str) -> list[int]:
         return self.encode_batch([text])[0]
@@ -276,6 +313,30 @@ class Tokenizer:
         return obj.decode(ids)
 
 
+def _hf_ids(hf: Any, texts: list[str]) -> list[list[int]]:
+    """``tokenizers`` ids; encode_batch_fast skips offset tracking and fans out over the
+    library's own thread pool."""
+    enc = getattr(hf, "encode_batch_fast", hf.encode_batch)
+    return [e.ids for e in enc(texts, add_special_tokens=False)]
+
+
+def _lists_flat(ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(chain.from_iterable(ids), dtype=np.int32, count=int(lengths.sum()))
+    return flat, lengths
+
+
+def _tiktoken_flat(encoding: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """tiktoken ids without Python int lists. Special-token text is encoded as plain text
+    (nothing allowed, nothing refused), as ``encode_ordinary`` does. One text after another:
+    tiktoken's encoder holds the GIL, so threads would only contend; the runtime runs stages
+    that hold the GIL in one process per core."""
+    parts = [encoding.encode_to_numpy(t, disallowed_special=()) for t in texts]
+    lengths = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+    flat = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
+    return flat, lengths
+
+
 def load_tokenizer(spec: str | os.PathLike[str] | Mapping[str, Any] | Tokenizer) -> Tokenizer:
     """Describe a tokenizer from a path or a mapping; nothing heavy is loaded until first use.
 
@@ -288,7 +349,8 @@ def load_tokenizer(spec: str | os.PathLike[str] | Mapping[str, Any] | Tokenizer)
         raise TokenizerSpecError(
             f"tokenizer spec must be a path or a mapping with 'path'; got {spec!r}"
         )
-    unknown = set(spec) - {"path", "type", "eod_token", "pattern", "special_tokens", "num_threads"}
+    unknown = set(spec) - {"path", "type", "eod_token", "pattern", "special_tokens", "num_threads",
+                           "encoder"}
     if unknown:
         raise TokenizerSpecError(f"unknown tokenizer option(s) {sorted(unknown)}")
     path = Path(os.path.expanduser(str(spec["path"])))
@@ -317,4 +379,11 @@ def load_tokenizer(spec: str | os.PathLike[str] | Mapping[str, Any] | Tokenizer)
         pattern=spec.get("pattern"),
         special_tokens=dict(spec.get("special_tokens") or {}),
         num_threads=spec.get("num_threads"),
+        encoder=_check_encoder(spec.get("encoder", "auto")),
     )
+
+
+def _check_encoder(encoder: str) -> str:
+    if encoder not in ("auto", "native"):
+        raise TokenizerSpecError(f"encoder {encoder!r} is not 'auto' or 'native'")
+    return encoder

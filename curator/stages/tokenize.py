@@ -276,6 +276,7 @@ class Tokenize(Sink):
             "vocab_size": report["vocab_size"],
             "padded_vocab_size": report["padded_vocab_size"],
             "tensor_parallel_size": self.tensor_parallel_size,
+            "encoders": sorted({i["encoder"] for i in shard_infos if i.get("encoder")}),
         }
         if self.seq_length:
             result["seq_length"] = self.seq_length
@@ -385,7 +386,8 @@ class _TokenWriter:
         return {"part": self.ctx.shard.part, "files": files,
                 "tokens": sum(f["tokens"] for f in files),
                 "documents": sum(f["documents"] for f in files),
-                "vocab_size": self.tok.vocab_size, "tokenizer_hash": self.stage._tok_hash}
+                "vocab_size": self.tok.vocab_size, "tokenizer_hash": self.stage._tok_hash,
+                "encoder": self.tok.encoder_note}
 
 
 def _encode(tok: Tokenizer, texts: list[str | None]) -> tuple[np.ndarray, np.ndarray]:

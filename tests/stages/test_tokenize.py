@@ -100,7 +100,9 @@ def _token_files(run_dir: Path) -> dict[str, bytes]:
             if p.suffix in (".bin", ".idx")}
 
 
-def test_megatron_reads_every_shard_exactly(run_a, shards, tok):
+def test_megatron_reads_every_shard_exactly(run_a, shards, tok, tok_path):
+    """Re-encoded by the `tokenizers` library itself (the stage runs the tiktoken twin)."""
+    library = load_tokenizer({"path": tok_path, "encoder": "native"})
     stats = assert_accounting(run_a)
     stage = stats["stages"][1]
     assert stage["removed_by_reason"] == {EMPTY_REASON: N_SHARDS}
@@ -112,7 +114,7 @@ def test_megatron_reads_every_shard_exactly(run_a, shards, tok):
     for shard_index, part in enumerate(shards):
         for source in ("en", "ja"):
             texts = [d["text"] for d in part if d["source"] == source and d["text"]]
-            expected = [[*ids, tok.eod_id] for ids in tok.encode_batch(texts)]
+            expected = [[*ids, tok.eod_id] for ids in library.encode_batch(texts)]
             pieces = sorted(tokens.glob(f"tokenize_{source}_{shard_index:05d}_*_text_document.idx"))
             assert pieces, (source, shard_index)
             got = []
@@ -131,6 +133,7 @@ def test_megatron_reads_every_shard_exactly(run_a, shards, tok):
         stage["kept"], sum(e["tokens"] for e in stage["by_split"].values()))
     assert set(stage["by_source"]) == {"en", "ja"}
     assert stage["vocab_size"] == 2048 and stage["padded_vocab_size"] == 2304  # 128 x TP 3
+    assert stage["encoders"] == ["tiktoken twin of tokenizer.json"]
     assert stage["by_split"]["train"]["samples_per_epoch"] == (seen_tokens - 1) // 128
     assert stage["warnings"] == []
     # the shard manifests carry the facts finalize() used
