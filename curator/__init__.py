@@ -21,6 +21,7 @@ _EXPORTS = {
     "ExactDedup": "curator.stages.dedup.exact",
     "FuzzyDedup": "curator.stages.dedup.fuzzy",
     "Tokenize": "curator.stages.tokenize",
+    "Pack": "curator.stages.pack",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -12,4 +12,5 @@ BUILTIN: dict[str, str] = {
     "exact_dedup": "curator.stages.dedup.exact",
     "fuzzy_dedup": "curator.stages.dedup.fuzzy",
     "tokenize": "curator.stages.tokenize",
+    "pack": "curator.stages.pack",
 }

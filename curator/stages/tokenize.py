@@ -8,38 +8,32 @@ it writes ``<out>/blend.json`` (relative weights per source, the ``--data-path``
 ``paths=`` strings to paste) and ``<out>/per_dataset_sequences.json``, and reports tokens and
 documents per source and split, the vocabulary and the padded vocabulary the trainer will use.
 
-Tokenizing happens in ``process`` (so a document that tokenizes to nothing is *removed* with
-reason ``empty_after_tokenization`` and shows in the funnel); the token ids of the kept rows are
-handed to the shard's writer through a per-thread queue, so nothing is encoded twice and the
-documents pass on unchanged.
+A document that tokenizes to nothing is *removed* (``empty_after_tokenization``) in ``process``,
+which hands the kept rows' ids to the shard's writer (:mod:`curator.stages.tokenizing`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-import threading
-from collections import deque
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
 import xxhash
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import Field, field_validator
 
 from curator.batch import ID, REASON, TEXT, BatchResult, Failure, id_fractions
 from curator.blend import Blend
 from curator.fp8 import FP8ConfigError, check_seq_length, vocab_report
 from curator.io.megatron import ShardedIndexedDatasetWriter, ShardInfo, TokenOutOfVocabError
-from curator.runtime.rundir import checksum
-from curator.stages.base import ShardContext, Sink
-from curator.tokenizers import Tokenizer, TokenizerSpecError, load_tokenizer
+from curator.stages.base import ShardContext
+from curator.stages.tokenizing import EMPTY_REASON, TokenizingSink
+from curator.tokenizers import Tokenizer
 
-EMPTY_REASON = "empty_after_tokenization"
 SPLITS = ("train", "valid", "test")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_HANDOFF = threading.local()  # tokens computed by process(), consumed by the writer
 
 
 def safe_name(name: str) -> str:
@@ -58,19 +52,14 @@ def split_of(ids: list[str], fractions: dict[str, float], seed: int) -> np.ndarr
     return np.searchsorted(bounds, u, side="right").astype(np.int8)
 
 
-class Tokenize(Sink):
+class Tokenize(TokenizingSink):
     """Tokenize documents into Megatron-Core ``.bin/.idx`` shards with a blend file."""
 
     type = "tokenize"
 
-    tokenizer: str | dict[str, Any] = Field(
-        description="tokenizer.json, a model directory, a SentencePiece .model or a .tiktoken "
-        "file; or a mapping {path, type, eod_token, pattern, special_tokens}.")
     path: str | None = Field(None, description="Output directory; default <output>/tokens.")
     dataset_name: str | None = Field(
         None, description="File name prefix and default source name; default the stage name.")
-    append_eod: bool = Field(True, description="Append the end-of-document token to every "
-                             "document.")
     keep_empty: bool = Field(False, description="Keep documents that tokenize to nothing (as a "
                              "lone EOD); default: remove them (reason empty_after_tokenization).")
     max_shard_tokens: int | None = Field(None, gt=0, description="Start a new .bin/.idx piece "
@@ -92,9 +81,6 @@ class Tokenize(Sink):
     shuffle: bool = Field(False, description="Seeded shuffle of the document order in each "
                           "written piece (its .idx); default: input order.")
 
-    _tok: Tokenizer | None = PrivateAttr(None)
-    _tok_hash: str | None = PrivateAttr(None)
-
     # ------------------------------------------------------------------ validation
     @field_validator("seq_length")
     @classmethod
@@ -105,15 +91,6 @@ class Tokenize(Sink):
             return check_seq_length(value)
         except FP8ConfigError as err:
             raise ValueError(str(err)) from None
-
-    @field_validator("tokenizer")
-    @classmethod
-    def _check_tokenizer(cls, value: str | dict[str, Any]) -> str | dict[str, Any]:
-        try:
-            load_tokenizer(value)  # checks the path and the kind; loads nothing
-        except TokenizerSpecError as err:
-            raise ValueError(str(err)) from None
-        return value
 
     @field_validator("dataset_name")
     @classmethod
@@ -147,27 +124,6 @@ class Tokenize(Sink):
                              f"(sum {sum(value.values()):g})")
         return value
 
-    # ------------------------------------------------------------------ worker state
-    def setup(self) -> None:
-        tok = load_tokenizer(self.tokenizer)
-        tok._load()
-        if self.append_eod:
-            _ = tok.eod_id  # a tokenizer without an end-of-document token fails here, once
-        self._tok = tok
-        self._tok_hash = checksum(tok.path)
-
-    def _tokenizer(self) -> Tokenizer:
-        if self._tok is None:
-            self.setup()
-        assert self._tok is not None
-        return self._tok
-
-    def _queue(self) -> deque:
-        queues = getattr(_HANDOFF, "queues", None)
-        if queues is None:
-            queues = _HANDOFF.queues = {}
-        return queues.setdefault(id(self), deque())
-
     def output_dir(self, run_dir: Path, stage_name: str) -> Path:
         return Path(self.path) if self.path else Path(run_dir) / "tokens"
 
@@ -193,25 +149,15 @@ class Tokenize(Sink):
             removed = gone.append_column(REASON, pa.array([EMPTY_REASON] * gone.num_rows,
                                                           pa.string()))
             lengths = lengths[~empty]  # empty documents own no tokens: flat is unchanged
-        if kept.num_rows:
-            self._queue().append((kept.column(ID), flat, lengths))
+        self.hand_over(kept.column(ID), (flat, lengths), kept.num_rows)
         return BatchResult(kept=kept, removed=removed)
 
     def take_tokens(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """The ids ``process`` computed for exactly these rows (re-encoded if they are not)."""
-        queue = self._queue()
-        parts, rows = [], 0
-        while queue and rows < table.num_rows:
-            parts.append(queue.popleft())
-            rows += len(parts[-1][2])
-        if parts and rows == table.num_rows:
-            ids = pa.chunked_array([c.cast(pa.string()) for p in parts for c in p[0].chunks],
-                                   pa.string())
-            if ids.equals(table.column(ID).cast(pa.string())):
-                return (np.concatenate([p[1] for p in parts]),
-                        np.concatenate([p[2] for p in parts]))
-        queue.clear()  # out of step (a caller that skipped process): encode again
-        return _encode(self._tokenizer(), table.column(TEXT).to_pylist())
+        return self.take_over(
+            table, lambda parts: (np.concatenate([p[0] for p in parts]),
+                                  np.concatenate([p[1] for p in parts])),
+            lambda t: _encode(self._tokenizer(), t.column(TEXT).to_pylist()))
 
     def open(self, ctx: ShardContext) -> _TokenWriter:
         return _TokenWriter(self, ctx)
@@ -221,12 +167,7 @@ class Tokenize(Sink):
                  shard_infos: list[dict[str, Any]]) -> dict[str, Any]:
         out = self.output_dir(run_dir, stage_name)
         warnings: list[str] = []
-        hashes = sorted({i["tokenizer_hash"] for i in shard_infos if i.get("tokenizer_hash")})
-        if len(hashes) > 1:
-            raise ValueError(
-                f"the shards under {out} were tokenized by different tokenizer files "
-                f"({', '.join(hashes)}): the tokenizer at {self.tokenizer!r} changed between "
-                "runs; rerun with --force (or another --output) to tokenize everything again")
+        self.check_one_tokenizer(out, shard_infos)
         vocab = next((i["vocab_size"] for i in shard_infos if i.get("vocab_size")), None)
         if vocab is None:
             vocab = self._tokenizer().vocab_size
