@@ -40,6 +40,18 @@ def write_shards(folder: Path, n_shards: int, copies: int = 1,
     return paths
 
 
+def deal(docs: list[dict], n_shards: int) -> list[list[dict]]:
+    """Documents dealt round-robin into ``n_shards`` lists."""
+    return [docs[i::n_shards] for i in range(n_shards)]
+
+
+def write_parts(folder: Path, parts: list[list[dict]]) -> None:
+    """Each list of records as ``folder/part-<i>.jsonl``."""
+    for i, part in enumerate(parts):
+        with open(folder / f"part-{i}.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in part)
+
+
 def assert_accounting(run_dir: Path) -> dict:
     """in == kept + removed + failed for every stage, in stats.json and in every shard manifest;
     each stage's input is the previous stage's kept."""

@@ -22,7 +22,7 @@ from curator.stages.pack import LONG_REASON, METADATA, PROMPT_REASON, Pack
 from curator.stages.tokenize import EMPTY_REASON
 from curator.tokenizer_train import train_bpe
 from curator.tokenizers import Tokenizer, load_tokenizer
-from tests.conftest import SAMPLE, assert_accounting
+from tests.conftest import SAMPLE, assert_accounting, deal, write_parts
 
 SFT = SAMPLE / "sft" / "gsm8k_test_every4th.jsonl.gz"
 PACK_SIZE = 512
@@ -44,10 +44,7 @@ def input_dir(tmp_path_factory) -> Path:
 def shards(records, input_dir) -> list[list[dict]]:
     """The sample over three shards; each shard also gets an empty answer, an answer too long
     for a pack and a prompt too long for one (real text: several answers or questions joined)."""
-    folder = input_dir
-    parts: list[list[dict]] = [[] for _ in range(N_SHARDS)]
-    for i, doc in enumerate(records):
-        parts[i % N_SHARDS].append(doc)
+    parts = deal(records, N_SHARDS)
     for s, part in enumerate(parts):
         chunk = records[12 * s : 12 * s + 12]
         part.insert(3, {"id": f"empty-{s}", "input": part[0]["input"], "output": ""})
@@ -55,8 +52,7 @@ def shards(records, input_dir) -> list[list[dict]]:
                         "output": "\n".join(d["output"] for d in chunk)})
         part.insert(11, {"id": f"long-prompt-{s}", "input": "".join(d["input"] for d in chunk),
                          "output": part[2]["output"]})
-        with open(folder / f"part-{s}.jsonl", "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in part)
+    write_parts(input_dir, parts)
     return parts
 
 

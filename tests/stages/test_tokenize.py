@@ -21,7 +21,7 @@ from curator.io.megatron import TokenOutOfVocabError
 from curator.stages.tokenize import EMPTY_REASON, SPLITS, split_of
 from curator.tokenizer_train import train_bpe
 from curator.tokenizers import Tokenizer, load_tokenizer
-from tests.conftest import ROOT, SAMPLE, assert_accounting
+from tests.conftest import ROOT, SAMPLE, assert_accounting, deal, write_parts
 
 torch = pytest.importorskip("torch")
 indexed_dataset = pytest.importorskip("megatron.core.datasets.indexed_dataset")
@@ -49,14 +49,10 @@ def input_dir(tmp_path_factory) -> Path:
 def shards(input_dir) -> list[list[dict]]:
     """The bundled sample spread over three JSONL shards, with a source per document and one
     empty document per shard."""
-    folder = input_dir
-    parts: list[list[dict]] = [[] for _ in range(N_SHARDS)]
-    for i, doc in enumerate(_sample()):
-        parts[i % N_SHARDS].append(doc)
+    parts = deal(_sample(), N_SHARDS)
     for i, part in enumerate(parts):
         part.insert(5, {"id": EMPTY_IDS[i], "text": "", "source": "en"})
-        with open(folder / f"part-{i}.jsonl", "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in part)
+    write_parts(input_dir, parts)
     return parts
 
 
