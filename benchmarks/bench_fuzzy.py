@@ -6,9 +6,10 @@
   python benchmarks/bench_fuzzy.py memory --mb 16 --scales 1 2 4
       peak resident memory of one worker process (local executor, a fresh process per run) as
       the corpus grows with a fixed shard size.
-  python3 benchmarks/bench_fuzzy.py gpu --gb 5.5 --parts 32      (on a GPU machine)
-      whole fuzzy dedup (char 24-grams, 20x13) of Parquet parts on one GPU, in TB/hour, and
-      GPU == CPU clusters on a sample. Needs no Dask: phases run on a thread pool.
+  python3 benchmarks/bench_fuzzy.py gpu --gb 5.5 --parts 32 [--readers cudf arrow]   (GPU)
+      whole fuzzy dedup (char 24-grams, 20x13) of Parquet parts on one GPU, in TB/hour, with
+      the text decoded by cuDF on the GPU and/or read by pyarrow, and GPU == CPU clusters on a
+      sample. Needs no Dask: phases run on a thread pool.
 
 Corpus: real documents from ../shared/corpus (``dedup_data``) plus near-duplicate variants.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import shutil
@@ -252,6 +254,20 @@ def _perturb(arr: pa.LargeStringArray, copy_of: np.ndarray, seed: int) -> pa.Lar
                                             pa.py_buffer(data))
 
 
+def _readers(args: argparse.Namespace) -> list[str]:
+    """Text readers to time: those asked for, else cuDF where it is usable, else pyarrow."""
+    from curator.kernels.gpu_io import cudf_enabled
+
+    if args.readers and "cudf" in args.readers and not cudf_enabled():
+        raise SystemExit("--readers cudf: pylibcudf does not import or no GPU")
+    return args.readers or (["cudf"] if cudf_enabled() else ["arrow"])
+
+
+def _use_reader(reader: str) -> None:
+    """Signature phase reads Parquet with cuDF on the GPU, or with pyarrow (``gpu_io``)."""
+    os.environ["CURATOR_CUDF"] = "1" if reader == "cudf" else "0"
+
+
 def cmd_gpu(args: argparse.Namespace) -> None:
     root = Path(args.dir)
     docs = english_docs() + japanese_docs()
@@ -270,18 +286,24 @@ def cmd_gpu(args: argparse.Namespace) -> None:
                        compression="none")
         parts.append(path)
     print(f"corpus: {n} documents, {text_bytes / 1e9:.2f} GB of text in {args.parts} parts")
-    seconds = _run_stage(parts, root / "gpu", args.device, args.threads)
-    print(f"{args.device} whole fuzzy dedup: {text_bytes / 1e9 / seconds:.3f} GB/s = "
-          f"{text_bytes / 1e12 / seconds * 3600:.2f} TB/hour")
+    readers = _readers(args)
+    for reader in readers:
+        _use_reader(reader)
+        seconds = _run_stage(parts, root / "gpu", args.device, args.threads)
+        print(f"{args.device} whole fuzzy dedup, {reader} read: {text_bytes / 1e9 / seconds:.3f}"
+              f" GB/s = {text_bytes / 1e12 / seconds * 3600:.2f} TB/hour")
     if args.device != "gpu":
         return
     # GPU == CPU clusters on a sample (verify on, so both signature paths are compared too)
     sample = parts[: args.sample_parts]
-    _run_stage(sample, root / "s-gpu", "gpu", args.threads, verify=True)
     _run_stage(sample, root / "s-cpu", "cpu", 1, verify=True)
-    a, b = _clusters(root / "s-gpu"), _clusters(root / "s-cpu")
-    print(f"GPU == CPU clusters on {len(a)} documents ({len(sample)} parts): {a == b}; "
-          f"{len(set(a.values()))} clusters")
+    cpu = _clusters(root / "s-cpu")
+    for reader in dict.fromkeys(readers):
+        _use_reader(reader)
+        _run_stage(sample, root / f"s-{reader}", "gpu", args.threads, verify=True)
+        gpu = _clusters(root / f"s-{reader}")
+        print(f"GPU ({reader} read) == CPU clusters on {len(cpu)} documents ({len(sample)} "
+              f"parts): {gpu == cpu}; {len(set(cpu.values()))} clusters")
     print(f"peak host RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
@@ -305,6 +327,9 @@ def main() -> None:
     g.add_argument("--threads", type=int, default=8)
     g.add_argument("--sample-parts", type=int, default=1)
     g.add_argument("--device", default="gpu", help="cpu: a dry run of the same code")
+    g.add_argument("--readers", nargs="+", choices=["cudf", "arrow"],
+                   help="signature-phase Parquet reads to time, in turn (repeats allowed); "
+                        "default: cudf where pylibcudf imports, else arrow")
     g.add_argument("--dir", default="/tmp/fuzzy-gpu")
     args = ap.parse_args()
     {"datatrove": cmd_datatrove, "memory": cmd_memory, "gpu": cmd_gpu}[args.cmd](args)

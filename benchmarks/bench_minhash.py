@@ -1,12 +1,14 @@
 """MinHash signature throughput: curator's CPU kernel per core vs datasketch, and the GPU path.
 
-    python benchmarks/bench_minhash.py [--cpu-mb 64] [--ds-mb 1] [--gpu --gpu-gb 8] [--json F]
+    python benchmarks/bench_minhash.py [--cpu-mb 64] [--ds-mb 1] [--gpu --gpu-gb 8]
+        [--parquet-gb 3] [--json F]
 
 CPU: the same 24-character shingles (code points) and 260 permutations in both; datasketch
 is fed one ``MinHash.update`` per shingle (its documented loop) and, for reference, one
 ``update_batch`` per document. Real text from ../shared/corpus, repeated to the size asked.
 GPU (``--gpu``): end to end from a host Arrow array to host signatures (copies included),
-device-only kernel rate, bit identity against the CPU on a slice, word-mode rate.
+device-only kernel rate, bit identity against the CPU on a slice, word-mode rate; with
+``--parquet-gb``, one Parquet file to host band hashes read by pyarrow vs decoded by cuDF.
 """
 
 from __future__ import annotations
@@ -174,6 +176,61 @@ def bench_gpu(args: argparse.Namespace, docs: list[str]) -> dict:
                 f"host->host ({mode}, {chunk} MB chunks): signatures {nbytes / 1e9 / s:6.2f}"
                 f" GB/s, band hashes only {nbytes / 1e9 / b:6.2f} GB/s"
             )
+    if args.parquet_gb:
+        res["parquet"] = bench_parquet(args, bulk, params)
+    return res
+
+
+def bench_parquet(args: argparse.Namespace, bulk: pa.Array, params: MinHashParams) -> dict:
+    """From one uncompressed Parquet file (page cache) to host band hashes: pyarrow read +
+    host->device copies, vs cuDF decoding on the GPU and hashing the device buffers."""
+    import cupy as cp
+    import pyarrow.parquet as pq
+
+    from curator.kernels.gpu_io import cudf_enabled, read_parquet_strings
+    from curator.kernels.minhash_gpu import GpuMinHasher
+
+    cum = np.frombuffer(bulk.buffers()[1], np.int64)[1 : len(bulk) + 1]
+    rows = int(np.searchsorted(cum, args.parquet_gb * 1e9)) + 1
+    piece = bulk.slice(0, min(rows, len(bulk)))
+    nbytes = int(cum[len(piece) - 1])
+    path = Path(args.parquet_dir) / "bench_minhash.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"text": piece}), path, compression="none")
+    hasher = GpuMinHasher(params)
+    res: dict = {"bytes": nbytes, "docs": len(piece), "file_bytes": path.stat().st_size}
+
+    def arrow() -> np.ndarray:
+        return hasher.band_hashes(pq.read_table(path, columns=["text"]).column("text"))
+
+    ref = arrow()
+    res["arrow_s"] = _best(arrow, 2)
+    print(f"Parquet {nbytes / 1e9:.2f} GB of text -> host band hashes:")
+    print(f"  pyarrow read + host->device      : {nbytes / 1e9 / res['arrow_s']:6.2f} GB/s")
+    if not cudf_enabled():
+        print("  cuDF: not available")
+        return res
+    import pylibcudf as plc
+
+    got: list[np.ndarray] = []
+
+    def cudf() -> None:
+        s = read_parquet_strings(path, "text")
+        got.append(hasher.band_hashes_device(s.data, s.starts, s.ends).get())
+
+    def cudf_read() -> None:
+        read_parquet_strings(path, "text")
+        cp.cuda.runtime.deviceSynchronize()
+
+    res["cudf_s"] = _best(cudf, 2)
+    res["cudf_read_s"] = _best(cudf_read, 2)
+    offsets_type = read_parquet_strings(path, "text").owner.child(0).type().id()
+    res["cudf_int64_offsets"] = offsets_type == plc.TypeId.INT64
+    res["cudf_identical"] = all(np.array_equal(g, ref) for g in got)
+    print(f"  cuDF decode on GPU + hash        : {nbytes / 1e9 / res['cudf_s']:6.2f} GB/s"
+          f" (decode alone {nbytes / 1e9 / res['cudf_read_s']:.2f} GB/s; int64 offsets:"
+          f" {res['cudf_int64_offsets']}; bit-identical: {res['cudf_identical']})")
+    path.unlink()
     return res
 
 
@@ -185,6 +242,9 @@ def main() -> None:
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--gpu-gb", type=float, default=8)
     ap.add_argument("--chunk-mb", type=int, nargs="+", default=[256])
+    ap.add_argument("--parquet-gb", type=float, default=0,
+                    help="also time Parquet -> band hashes, pyarrow vs cuDF read (0: skip)")
+    ap.add_argument("--parquet-dir", default="/tmp")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     docs = english_docs() + japanese_docs()

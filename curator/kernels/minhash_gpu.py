@@ -4,7 +4,8 @@ The kernels read the Arrow UTF-8 bytes and offsets directly. Documents are cut i
 segments of ``SEGMENT`` bytes; one thread block per segment hashes the shingles that start
 in it into shared memory, then each thread folds them into the minima of a few permutations
 and merges them into the document's row with ``atomicMin``. Host input is streamed in chunks
-through pinned buffers on several CUDA streams so copies overlap the kernels.
+through pinned buffers on several CUDA streams so copies overlap the kernels; device input
+(e.g. a string column cuDF decoded from Parquet, see ``gpu_io``) is hashed in place.
 
 CuPy is imported lazily: importing this module never needs a GPU.
 """
@@ -276,17 +277,26 @@ class GpuMinHasher:
         """Signatures (cupy uint32[n, num_perm]) of documents already on the device.
 
         ``data`` holds bytes ``[base, base + len(data))`` of the original buffer; ``starts``
-        and ``ends`` are absolute int64 offsets (device arrays).
+        and ``ends`` are absolute int64 offsets (device arrays), e.g. a cuDF string column's
+        (``gpu_io.column_strings``).
         """
         cp = _cupy()
-        n = len(starts)
-        out = cp.full((n, self.params.num_perm), 0xFFFFFFFF, dtype=cp.uint32)
-        if n == 0:
-            return out
-        cum = cp.cumsum((ends - starts + (SEGMENT - 1)) // SEGMENT)
-        total = int(cum[-1])
-        self._launch(data, base, starts, ends, cum, 0, total, out, stream)
+        with stream if stream is not None else cp.cuda.Stream.null:
+            out = cp.full((len(starts), self.params.num_perm), 0xFFFFFFFF, dtype=cp.uint32)
+            if len(starts):
+                cum = cp.cumsum((ends - starts + (SEGMENT - 1)) // SEGMENT)
+                self._launch(data, base, starts, ends, cum, 0, 0, int(cum[-1]), out)
         return out
+
+    def band_hashes_device(
+        self, data: Any, starts: Any, ends: Any, *, base: int = 0, stream: Any = None
+    ) -> Any:
+        """LSH band hashes (cupy uint64[n, bands]) of documents already on the device."""
+        from curator.kernels.lsh import band_hashes
+
+        sig = self.signatures_device(data, starts, ends, base=base, stream=stream)
+        with stream if stream is not None else _cupy().cuda.Stream.null:
+            return band_hashes(sig, self.params.bands, self.params.rows)
 
     def _launch(
         self,
@@ -295,33 +305,32 @@ class GpuMinHasher:
         starts: Any,
         ends: Any,
         cum: Any,
+        doc0: int,
         seg0: int,
         nseg: int,
         out: Any,
-        stream: Any,
     ) -> None:
-        cp = _cupy()
+        """Hash segments ``[seg0, seg0 + nseg)`` on the current stream into ``out`` (whose
+        first row is document ``doc0``); ``cum`` is the segment count up to each document."""
         max_grid = 2**31 - 1
-        with stream if stream is not None else cp.cuda.Stream.null:
-            for lo in range(0, nseg, max_grid):
-                grid = min(max_grid, nseg - lo)
-                self._kern(
-                    (grid,),
-                    (BLOCK,),
-                    (
-                        data,
-                        np.int64(base),
-                        starts,
-                        ends,
-                        cum,
-                        np.int64(len(starts)),
-                        np.int64(0),
-                        np.int64(seg0 + lo),
-                        self._a,
-                        self._b,
-                        out,
-                    ),
-                )
+        for lo in range(0, nseg, max_grid):
+            self._kern(
+                (min(max_grid, nseg - lo),),
+                (BLOCK,),
+                (
+                    data,
+                    np.int64(base),
+                    starts,
+                    ends,
+                    cum,
+                    np.int64(len(starts)),
+                    np.int64(doc0),
+                    np.int64(seg0 + lo),
+                    self._a,
+                    self._b,
+                    out,
+                ),
+            )
 
     # ---------------------------------------------------------------- host (Arrow) input
     def signatures(self, array: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -380,24 +389,7 @@ class GpuMinHasher:
                     sig = cp.full((d1 - d0, self.params.num_perm), 0xFFFFFFFF, dtype=cp.uint32)
                     seg0 = int(cum_host[d0 - 1]) if d0 else 0
                     nseg = int(cum_host[d1 - 1]) - seg0
-                    if nseg:
-                        self._kern(
-                            (nseg,),
-                            (BLOCK,),
-                            (
-                                slot.dev_in,
-                                np.int64(lo),
-                                starts_d,
-                                ends_d,
-                                cum_d,
-                                np.int64(n),
-                                np.int64(d0),
-                                np.int64(seg0),
-                                self._a,
-                                self._b,
-                                sig,
-                            ),
-                        )
+                    self._launch(slot.dev_in, lo, starts_d, ends_d, cum_d, d0, seg0, nseg, sig)
                     res = band_hashes(sig, self.params.bands, self.params.rows) if bands else sig
                     res.get(out=slot.host_out[: d1 - d0], stream=slot.stream, blocking=False)
                 slot.pending = (d0, d1)

@@ -11,18 +11,14 @@ import pytest
 from curator.kernels.components import connected_components
 from curator.kernels.lsh import band_hashes, star_edges
 from curator.kernels.minhash import MinHashParams, minhash_signatures
+from curator.kernels.minhash_gpu import GpuMinHasher, gpu_available
 from tests.kernels.conftest import edge_case_array, malformed_array, random_text
 
 cp = pytest.importorskip("cupy")
-try:
-    _devices = cp.cuda.runtime.getDeviceCount()
-except Exception:  # no driver or no device
-    _devices = 0
-if not _devices:
+if not gpu_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
 from curator.kernels.components import components_gpu  # noqa: E402
-from curator.kernels.minhash_gpu import GpuMinHasher  # noqa: E402
 
 PARAMS = [
     MinHashParams(),

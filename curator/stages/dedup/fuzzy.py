@@ -130,12 +130,19 @@ class _SignatureTask:
     verify: bool
 
 
-def signatures_and_bands(text: pa.ChunkedArray | pa.Array, params: Any, device: str,
+def signatures_and_bands(text: pa.ChunkedArray | pa.Array | Any, params: Any, device: str,
                          want_signatures: bool) -> tuple[np.ndarray | None, np.ndarray]:
-    """(signatures or None, band hashes uint64[n, bands]) on the GPU or the CPU."""
+    """(signatures or None, band hashes uint64[n, bands]) on the GPU or the CPU.
+
+    ``text`` is a host Arrow string array, or ``gpu_io.DeviceStrings`` already on the GPU."""
+    from curator.kernels.gpu_io import DeviceStrings
     from curator.kernels.lsh import band_hashes
     from curator.kernels.minhash import minhash_signatures
 
+    if isinstance(text, DeviceStrings):
+        sig_d = _gpu_hasher(params).signatures_device(text.data, text.starts, text.ends)
+        bands_d = band_hashes(sig_d, params.bands, params.rows)
+        return (sig_d.get() if want_signatures else None), bands_d.get()
     if _use_gpu(device):
         hasher = _gpu_hasher(params)
         if not want_signatures:
@@ -146,8 +153,17 @@ def signatures_and_bands(text: pa.ChunkedArray | pa.Array, params: Any, device: 
     return (sig if want_signatures else None), band_hashes(sig, params.bands, params.rows)
 
 
+def _read_text(path: str, device: str) -> Any:
+    """The text column: decoded on the GPU by cuDF when it is there, else read by pyarrow."""
+    from curator.kernels.gpu_io import cudf_enabled, read_parquet_strings
+
+    if _use_gpu(device) and cudf_enabled():
+        return read_parquet_strings(path, TEXT)
+    return pq.read_table(path, columns=[TEXT]).column(TEXT)
+
+
 def _signature_part(task: _SignatureTask) -> dict:
-    text = pq.read_table(task.path, columns=[TEXT]).column(TEXT)
+    text = _read_text(task.path, task.device)
     params = task.params
     sig, bands = signatures_and_bands(text, params, task.device, task.verify)
     n = len(bands)
