@@ -26,7 +26,8 @@ import json
 from functools import cache
 from typing import Any
 
-from curator.tokenizers import GPT2_PATTERN
+# The split Hugging Face's ByteLevel pre-tokenizer makes (use_regex=True), as a tiktoken pattern.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 
 
 @cache

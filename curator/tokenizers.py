@@ -34,14 +34,14 @@ from typing import Any
 
 import numpy as np
 
+from curator.bpe_tiktoken import GPT2_PATTERN, tiktoken_twin
+
 _log = logging.getLogger(__name__)
 
 __all__ = ["CL100K_PATTERN", "GPT2_PATTERN", "Tokenizer", "TokenizerSpecError", "load_tokenizer"]
 
-# Pre-tokenisation regexes for tiktoken files (a .tiktoken file holds ranks only).
-# GPT2_PATTERN is the split Hugging Face's ByteLevel pre-tokenizer uses, so a byte-level BPE
-# exported to .tiktoken encodes the same way under both libraries.
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# Pre-tokenisation regexes for tiktoken files (a .tiktoken file holds ranks only); GPT2_PATTERN
+# (curator.bpe_tiktoken) is the split of Hugging Face's ByteLevel pre-tokenizer.
 CL100K_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|"""
     r"""\s*[\r\n]|\s+(?!\S)|\s+"""
@@ -189,8 +189,6 @@ class Tokenizer:
         if self.encoder == "native":
             self.encoder_note = "tokenizers (native, as configured)"
             return
-        from curator.bpe_tiktoken import tiktoken_twin
-
         self._twin, why = tiktoken_twin(self.path, hf)
         self.encoder_note = ("tiktoken twin of tokenizer.json" if self._twin is not None
                              else f"tokenizers (no tiktoken twin: {why})")
