@@ -2,6 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 
 .PHONY: install install-dev demo test bench lint clean
 
@@ -27,9 +29,12 @@ demo: install
 test: install-dev
 	$(VENV)/bin/pytest -q
 
+# Each benchmark writes its figures to a file under benchmarks/ (GPU ones: see results_dedup.md).
 bench: install-dev
 	$(PY) benchmarks/bench_io.py
-	$(PY) benchmarks/bench_fuzzy.py datatrove
+	$(PY) benchmarks/bench_minhash.py | tee benchmarks/results_minhash.txt
+	$(PY) benchmarks/dedup_quality.py | tee benchmarks/results_quality.txt
+	$(PY) benchmarks/bench_fuzzy.py datatrove --mb 64 | tee benchmarks/results_fuzzy_cpu.txt
 	$(PY) benchmarks/bench_tokenize.py --mb 8
 
 lint: install-dev
