@@ -28,6 +28,7 @@ from curator.batch import ID, REASON, TEXT
 from curator.runtime.phases import DatasetContext
 from curator.runtime.rundir import RunDir, commit_files, temporary_for
 from curator.stages.base import DatasetResult, DatasetStage
+from curator.stages.dedup.buckets import write_split
 
 REASON_EXACT = "exact_duplicate"
 
@@ -71,12 +72,11 @@ def _hash_part(task: _HashTask) -> dict:
     if task.score_field:
         columns["score"] = table.column(task.score_field).cast(pa.float64())
     hashed = pa.table(columns)
-    bucket = h1 % np.uint64(task.buckets)
+    bucket = (h1 % np.uint64(task.buckets)).astype(np.int64)
     folder = Path(task.work) / "hash" / f"part-{task.part:05d}"
     pending: list[tuple[Path, Path]] = []
-    for b in range(task.buckets):
-        pq.write_table(hashed.filter(pa.array(bucket == b)),
-                       temporary_for(folder / f"bucket-{b:05d}.parquet", pending))
+    write_split(hashed, bucket, task.buckets, lambda b: folder / f"bucket-{b:05d}.parquet",
+                pending, "parquet")
     commit_files(pending)
     return {"rows": len(h1)}
 

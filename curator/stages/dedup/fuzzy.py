@@ -48,6 +48,7 @@ from curator.kernels.lsh import fmix64
 from curator.runtime.phases import DatasetContext
 from curator.runtime.rundir import RunDir, commit_files, temporary_for
 from curator.stages.base import DatasetResult, DatasetStage
+from curator.stages.dedup.buckets import write_split
 
 REASON_FUZZY = "near_duplicate"
 _ROW_BITS = 32
@@ -66,22 +67,6 @@ def mix64(x: np.ndarray) -> np.ndarray:
 def node_partition(keys: np.ndarray, partitions: int) -> np.ndarray:
     """Node partition of each document key."""
     return (mix64(keys) % np.uint64(partitions)).astype(np.int64)
-
-
-def _write(table: pa.Table, final: Path, pending: list[tuple[Path, Path]]) -> None:
-    feather.write_feather(table, temporary_for(final, pending), compression="lz4")
-
-
-def _write_split(table: pa.Table, target: np.ndarray, count: int, path_of: Any,
-                 pending: list[tuple[Path, Path]]) -> None:
-    """Write rows of ``table`` to ``path_of(t)`` for each target ``t`` in ``range(count)``
-    (an empty file where none), one stable sort instead of ``count`` filters."""
-    order = np.argsort(target, kind="stable")
-    bounds = np.searchsorted(target[order], np.arange(count + 1))
-    ordered = table.take(pa.array(order)) if len(order) else table
-    for t in range(count):
-        lo, hi = int(bounds[t]), int(bounds[t + 1])
-        _write(ordered.slice(lo, hi - lo), path_of(t), pending)
 
 
 def _read_all(paths: list[Path]) -> pa.Table | None:
@@ -178,7 +163,7 @@ def _signature_part(task: _SignatureTask) -> dict:
     target = (hashes % np.uint64(task.buckets)).astype(np.int64)
     folder = Path(task.work) / "bands" / f"part-{task.part:05d}"
     pending: list[tuple[Path, Path]] = []
-    _write_split(long, target, task.buckets, lambda b: folder / f"bucket-{b:05d}.arrow", pending)
+    write_split(long, target, task.buckets, lambda b: folder / f"bucket-{b:05d}.arrow", pending)
     if task.verify:
         final = Path(task.work) / "sigs" / f"part-{task.part:05d}.npy"
         with open(temporary_for(final, pending), "wb") as f:
@@ -244,7 +229,7 @@ def _edges_bucket(task: _EdgeTask) -> dict:
     routed, target = route_edges(dst, src, task.partitions)
     out = folder / "cc" / "r000" / f"from-{task.bucket:05d}"
     pending: list[tuple[Path, Path]] = []
-    _write_split(routed, target, task.partitions, lambda q: out / f"to-{q:05d}.arrow", pending)
+    write_split(routed, target, task.partitions, lambda q: out / f"to-{q:05d}.arrow", pending)
     commit_files(pending)
     return {"candidates": candidates, "edges": len(src)}
 
@@ -297,7 +282,7 @@ def _cc_round(task: _RoundTask) -> dict:
     routed, target = route_edges(new_lo, new_hi, task.partitions)
     out = Path(task.work) / "cc" / f"r{task.round + 1:03d}" / f"from-{task.partition:05d}"
     pending: list[tuple[Path, Path]] = []
-    _write_split(routed, target, task.partitions, lambda q: out / f"to-{q:05d}.arrow", pending)
+    write_split(routed, target, task.partitions, lambda q: out / f"to-{q:05d}.arrow", pending)
     commit_files(pending)
     return {"digest": digest.hexdigest(), "edges_in": len(lo)}
 
@@ -326,7 +311,7 @@ def _labels_partition(task: _LabelTask) -> dict:
     table = pa.table({"row": nodes & _ROW_MASK, "label": label})
     out = Path(task.work) / "labels" / f"node-{task.partition:05d}"
     pending: list[tuple[Path, Path]] = []
-    _write_split(table, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
+    write_split(table, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
     commit_files(pending)
     return {"nodes": len(nodes), "centres": int((label == nodes).sum())}
 
@@ -353,7 +338,7 @@ def _members_part(task: _MemberTask) -> dict:
     target = (mix64(labels) % np.uint64(task.buckets)).astype(np.int64)
     out = folder / "members" / f"part-{task.part:05d}"
     pending: list[tuple[Path, Path]] = []
-    _write_split(members, target, task.buckets, lambda b: out / f"bucket-{b:05d}.arrow", pending)
+    write_split(members, target, task.buckets, lambda b: out / f"bucket-{b:05d}.arrow", pending)
     commit_files(pending)
     return {"members": len(rows)}
 
@@ -392,7 +377,7 @@ def _clusters_bucket(task: _ClusterTask) -> dict:
         clusters = len(start)
     out = folder / "clusters" / f"bucket-{task.bucket:05d}"
     pending: list[tuple[Path, Path]] = []
-    _write_split(result, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
+    write_split(result, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
     commit_files(pending)
     return {"clusters": clusters}
 

@@ -1,0 +1,37 @@
+"""Split a table's rows into per-target files: the shuffle step of the dedup phases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+
+from curator.runtime.rundir import temporary_for
+
+
+def write_table(table: pa.Table, final: Path, pending: list[tuple[Path, Path]],
+                fmt: Literal["arrow", "parquet"] = "arrow") -> None:
+    """Write ``table`` under a temporary name of ``final`` (committed later with ``pending``)."""
+    path = temporary_for(final, pending)
+    if fmt == "parquet":
+        pq.write_table(table, path)
+    else:
+        feather.write_feather(table, path, compression="lz4")
+
+
+def write_split(table: pa.Table, target: np.ndarray, count: int, path_of: Callable[[int], Path],
+                pending: list[tuple[Path, Path]],
+                fmt: Literal["arrow", "parquet"] = "arrow") -> None:
+    """Write rows of ``table`` to ``path_of(t)`` for each target ``t`` in ``range(count)`` (an
+    empty file where none): one stable sort, not ``count`` filters over the table."""
+    order = np.argsort(target, kind="stable")
+    bounds = np.searchsorted(target[order], np.arange(count + 1))
+    ordered = table.take(pa.array(order)) if len(order) else table
+    for t in range(count):
+        lo, hi = int(bounds[t]), int(bounds[t + 1])
+        write_table(ordered.slice(lo, hi - lo), path_of(t), pending, fmt)
