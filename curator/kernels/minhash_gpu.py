@@ -373,7 +373,7 @@ class GpuMinHasher:
         try:
             for i, (d0, d1) in enumerate(chunks):
                 slot = slots[i % len(slots)]
-                slot.finish(result)  # waits for this slot's previous chunk
+                slot.finish(result, pool, self.copy_threads)  # this slot's previous chunk
                 lo, hi = int(buf.starts[d0]), int(buf.ends[d1 - 1])
                 if staged:
                     _parallel_copy(
@@ -394,7 +394,7 @@ class GpuMinHasher:
                     res.get(out=slot.host_out[: d1 - d0], stream=slot.stream, blocking=False)
                 slot.pending = (d0, d1)
             for slot in slots:
-                slot.finish(result)
+                slot.finish(result, pool, self.copy_threads)
         finally:
             pool.shutdown()
             if not staged:
@@ -445,12 +445,16 @@ class _Slot:
         self.host_out = cupyx.empty_pinned((rows, width), dtype)
         self.pending: tuple[int, int] | None = None
 
-    def finish(self, result: np.ndarray) -> None:
+    def finish(self, result: np.ndarray, pool: ThreadPoolExecutor, threads: int) -> None:
+        """Wait for this slot's chunk and copy its rows out (on ``threads`` threads: a single
+        thread's copy, page faults of the fresh result included, would hold up the pipeline)."""
         if self.pending is None:
             return
         self.stream.synchronize()
         d0, d1 = self.pending
-        result[d0:d1] = self.host_out[: d1 - d0]
+        rows = self.host_out[: d1 - d0]
+        _parallel_copy(result[d0:d1].reshape(-1).view(np.uint8), rows.reshape(-1).view(np.uint8),
+                       pool, threads)
         self.pending = None
 
 
