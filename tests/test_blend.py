@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from curator.blend import Blend, BlendError, format_weight
-from curator.io.megatron import ShardedIndexedDatasetWriter
+from curator.formats.blend import Blend, BlendError, format_weight
+from curator.formats.megatron import ShardedIndexedDatasetWriter
 
 
 def _shards(directory, name, doc_lengths, budget):

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from curator.fp8 import (
+from curator.formats.fp8 import (
     FP8ConfigError,
     FP8VocabWarning,
     check_seq_length,

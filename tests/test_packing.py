@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curator.packing import (
+from curator.formats.bridge import (
     PACKED_SCHEMA,
     PackingStats,
     SequenceTooLongError,
@@ -24,8 +24,8 @@ from curator.packing import (
     pack,
     write_packed_parquet,
 )
-from curator.tokenizer_train import train_bpe
-from curator.tokenizers import load_tokenizer
+from curator.tokenizers.loading import load_tokenizer
+from curator.tokenizers.training import train_bpe
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curator.runtime.rundir import RunDir, write_json_atomic
+from curator.commit import write_json_atomic
+from curator.runtime.rundir import RunDir
 
 
 @dataclass

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
-import xxhash
+from curator.commit import checksum, commit_files, write_json_atomic
 
 RUN_FILE = "run.json"
 MANIFESTS = "_manifests"
@@ -17,36 +16,6 @@ WORK = "_work"
 
 class RunDirError(RuntimeError):
     """The run directory holds results that must not be mixed with this run's."""
-
-
-def checksum(path: Path) -> str:
-    """xxh3-128 of a file's bytes."""
-    digest = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while block := f.read(8 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def temporary_for(final: Path, pending: list[tuple[Path, Path]]) -> Path:
-    """A temporary name beside ``final`` (its folder created), remembered in ``pending`` so that
-    ``commit_files`` renames it into place once everything it belongs with is written."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.tmp")
-    pending.append((tmp, final))
-    return tmp
-
-
-def commit_files(pending: list[tuple[Path, Path]]) -> None:
-    """Rename temporary files into place."""
-    for tmp, final in pending:
-        os.replace(tmp, final)
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    pending: list[tuple[Path, Path]] = []
-    temporary_for(path, pending).write_text(json.dumps(data, indent=1), encoding="utf-8")
-    commit_files(pending)
 
 
 def _differences(old: Any, new: Any, path: str = "") -> list[str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from curator.commit import write_json_atomic
 from curator.pipeline import Pipeline
-from curator.runtime.rundir import RunDir, write_json_atomic
+from curator.runtime.rundir import RunDir
 
 COUNT_KEYS = {"name", "type", "in", "kept", "removed", "failed", "removed_by_reason", "seconds"}
 

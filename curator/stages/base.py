@@ -23,7 +23,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from curator.batch import BatchResult, Failure, Shard, SourceBatch, split_by_reason
-from curator.runtime.rundir import temporary_for
+from curator.commit import temporary_for
 
 Scope = Literal["source", "batch", "dataset"]
 

@@ -3,7 +3,8 @@
 Each document becomes one sequence: the tokens of ``prompt_field`` (when set), the tokens of
 ``text_field`` and the end-of-document token. The model is trained to predict the text's tokens
 and the EOD, never the prompt's (the ``loss_mask``, label-aligned as Bridge reads it, see
-:mod:`curator.packing`). Sequences are packed first-fit-decreasing into packs of ``pack_size``,
+:mod:`curator.formats.bridge`).
+Sequences are packed first-fit-decreasing into packs of ``pack_size``,
 Bridge's ``packed_sequence_size``: a sequence of L tokens takes L - 1 of it, as in Bridge's own
 packer, so the trainer sees at most ``pack_size`` tokens a pack.
 
@@ -28,7 +29,8 @@ and ``<out>/_pack_metadata.json``, Bridge's pack metadata (``pack_metadata_file_
 ``pad_cu_seqlens``). Give Bridge the directory (it reads every ``*.parquet`` in it).
 
 ``pack_size`` must be a multiple of 128, the FP8 rule for the trainer's sequence length
-(:func:`curator.fp8.check_seq_length`): Bridge pads a packed batch to a multiple of 16 but never
+(:func:`curator.formats.fp8.check_seq_length`):
+Bridge pads a packed batch to a multiple of 16 but never
 past ``pack_size``, so a pack size that is not a multiple of 16 can give FP8 GEMMs a token count
 they refuse.
 """
@@ -46,12 +48,12 @@ import pyarrow.compute as pc
 from pydantic import Field, field_validator
 
 from curator.batch import ID, BatchResult, Failure, split_by_reason
-from curator.fp8 import FP8ConfigError, check_seq_length
-from curator.packing import PackingStats, pack, write_packed_parquet
-from curator.runtime.rundir import write_json_atomic
+from curator.commit import write_json_atomic
+from curator.formats.bridge import PackingStats, pack, write_packed_parquet
+from curator.formats.fp8 import FP8ConfigError, check_seq_length
 from curator.stages.base import ShardContext
 from curator.stages.tokenizing import EMPTY_REASON, TokenizingSink
-from curator.tokenizers import Tokenizer
+from curator.tokenizers.loading import Tokenizer
 
 LONG_REASON = "longer_than_pack_size"
 PROMPT_REASON = "prompt_longer_than_pack_size"

@@ -25,12 +25,12 @@ import xxhash
 from pydantic import Field, field_validator
 
 from curator.batch import ID, REASON, TEXT, BatchResult, Failure, id_fractions
-from curator.blend import Blend
-from curator.fp8 import FP8ConfigError, check_seq_length, vocab_report
-from curator.io.megatron import ShardedIndexedDatasetWriter, ShardInfo, TokenOutOfVocabError
+from curator.formats.blend import Blend
+from curator.formats.fp8 import FP8ConfigError, check_seq_length, vocab_report
+from curator.formats.megatron import ShardedIndexedDatasetWriter, ShardInfo, TokenOutOfVocabError
 from curator.stages.base import ShardContext
 from curator.stages.tokenizing import EMPTY_REASON, TokenizingSink
-from curator.tokenizers import Tokenizer
+from curator.tokenizers.loading import Tokenizer
 
 SPLITS = ("train", "valid", "test")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")

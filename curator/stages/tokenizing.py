@@ -18,9 +18,9 @@ import pyarrow as pa
 from pydantic import Field, PrivateAttr, field_validator
 
 from curator.batch import ID
-from curator.runtime.rundir import checksum
+from curator.commit import checksum
 from curator.stages.base import Sink
-from curator.tokenizers import Tokenizer, TokenizerSpecError, load_tokenizer
+from curator.tokenizers.loading import Tokenizer, TokenizerSpecError, load_tokenizer
 
 EMPTY_REASON = "empty_after_tokenization"
 T = TypeVar("T")

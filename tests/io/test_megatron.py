@@ -23,8 +23,8 @@ import pytest
 torch = pytest.importorskip("torch")
 indexed_dataset = pytest.importorskip("megatron.core.datasets.indexed_dataset")
 
-from curator.blend import Blend  # noqa: E402
-from curator.io.megatron import (  # noqa: E402
+from curator.formats.blend import Blend  # noqa: E402
+from curator.formats.megatron import (  # noqa: E402
     IndexedDatasetWriter,
     ShardedIndexedDatasetWriter,
     TokenOutOfVocabError,
@@ -32,8 +32,8 @@ from curator.io.megatron import (  # noqa: E402
     optimal_dtype,
     read_index,
 )
-from curator.tokenizer_train import train_bpe  # noqa: E402
-from curator.tokenizers import load_tokenizer  # noqa: E402
+from curator.tokenizers.loading import load_tokenizer  # noqa: E402
+from curator.tokenizers.training import train_bpe  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REPO = Path(__file__).resolve().parents[2]
@@ -187,8 +187,8 @@ def test_empty_document_is_counted_and_skipped(tmp_path, tok, docs):
 _KILL_SCRIPT = textwrap.dedent(
     """
     import gzip, json, sys, time
-    from curator.io.megatron import ShardedIndexedDatasetWriter
-    from curator.tokenizers import load_tokenizer
+    from curator.formats.megatron import ShardedIndexedDatasetWriter
+    from curator.tokenizers.loading import load_tokenizer
     out, tokdir, slow = sys.argv[1], sys.argv[2], sys.argv[3] == "slow"
     tok = load_tokenizer(tokdir)
     texts = [json.loads(l)["text"] for name in ("tokenize_en", "tokenize_ja")

@@ -20,8 +20,8 @@ from curator import Pipeline, ReadJsonl
 from curator.config import parse_pipeline
 from curator.stages.pack import LONG_REASON, METADATA, PROMPT_REASON, Pack
 from curator.stages.tokenize import EMPTY_REASON
-from curator.tokenizer_train import train_bpe
-from curator.tokenizers import Tokenizer, load_tokenizer
+from curator.tokenizers.loading import Tokenizer, load_tokenizer
+from curator.tokenizers.training import train_bpe
 from tests.conftest import SAMPLE, assert_accounting, deal, write_parts
 
 SFT = SAMPLE / "sft" / "gsm8k_test_every4th.jsonl.gz"

@@ -17,10 +17,10 @@ import pytest
 
 from curator import Pipeline, ReadJsonl, Tokenize
 from curator.config import ConfigError, load_pipeline, parse_pipeline
-from curator.io.megatron import TokenOutOfVocabError
+from curator.formats.megatron import TokenOutOfVocabError
 from curator.stages.tokenize import EMPTY_REASON, SPLITS, split_of
-from curator.tokenizer_train import train_bpe
-from curator.tokenizers import Tokenizer, load_tokenizer
+from curator.tokenizers.loading import Tokenizer, load_tokenizer
+from curator.tokenizers.training import train_bpe
 from tests.conftest import ROOT, SAMPLE, assert_accounting, deal, write_parts
 
 torch = pytest.importorskip("torch")

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
-from curator.runtime.rundir import temporary_for
+from curator.commit import temporary_for
 
 
 def write_table(table: pa.Table, final: Path, pending: list[tuple[Path, Path]],

@@ -25,8 +25,9 @@ import xxhash
 from pydantic import Field
 
 from curator.batch import ID, REASON, TEXT
+from curator.commit import commit_files, temporary_for
 from curator.runtime.phases import DatasetContext
-from curator.runtime.rundir import RunDir, commit_files, temporary_for
+from curator.runtime.rundir import RunDir
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.dedup.buckets import write_split
 

@@ -30,7 +30,7 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from curator.io.megatron import ShardInfo
+from curator.formats.megatron import ShardInfo
 
 __all__ = ["SPLITS", "Blend", "BlendError", "format_weight"]
 

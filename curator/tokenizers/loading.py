@@ -10,7 +10,8 @@
   need overriding.
 
 A byte-level BPE ``tokenizer.json`` is encoded by its exact tiktoken twin when one exists
-(``curator.bpe_tiktoken``; several times faster per core), checked against the ``tokenizers``
+(``curator.tokenizers.tiktoken_twin``; several times faster per core),
+checked against the ``tokenizers``
 library on the first slice each process encodes; ``encoder: native`` turns the twin off.
 
 The returned :class:`Tokenizer` loads the underlying library object lazily, on first use, and
@@ -18,7 +19,7 @@ drops it when pickled, so it travels to Dask workers as a few strings and is loa
 worker process (the cc_net "prepare lazily on the worker" pattern).
 
 ``encode_batch`` never adds BOS/EOS: the end-of-document token is the writer's business
-(:mod:`curator.io.megatron`), so that "empty document" can be told apart from "document of one
+(:mod:`curator.formats.megatron`), so that "empty document" can be told apart from "document of one
 EOD token".
 """
 
@@ -34,14 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from curator.bpe_tiktoken import GPT2_PATTERN, tiktoken_twin
+from curator.tokenizers.tiktoken_twin import GPT2_PATTERN, tiktoken_twin
 
 _log = logging.getLogger(__name__)
 
 __all__ = ["CL100K_PATTERN", "GPT2_PATTERN", "Tokenizer", "TokenizerSpecError", "load_tokenizer"]
 
 # Pre-tokenisation regexes for tiktoken files (a .tiktoken file holds ranks only); GPT2_PATTERN
-# (curator.bpe_tiktoken) is the split of Hugging Face's ByteLevel pre-tokenizer.
+# (curator.tokenizers.tiktoken_twin) is the split of Hugging Face's ByteLevel pre-tokenizer.
 CL100K_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|"""
     r"""\s*[\r\n]|\s+(?!\S)|\s+"""
@@ -185,7 +186,7 @@ class Tokenizer:
         return obj
 
     def _load_twin(self, hf: Any) -> None:
-        """Find the tiktoken twin of a byte-level BPE (``curator.bpe_tiktoken``), if asked."""
+        """Find the tiktoken twin of a byte-level BPE (``tiktoken_twin``), if asked."""
         if self.encoder == "native":
             self.encoder_note = "tokenizers (native, as configured)"
             return
