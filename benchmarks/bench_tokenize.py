@@ -7,12 +7,12 @@
   paragraph blocks, State of the Union / inaugural speeches, Aozora Bunko works, KWDLC leads),
   written once as JSONL up to ``--mb`` MB of UTF-8 text ("1x"); "4x" and "16x" stream that
   file four and sixteen times.
-* Tokenizer: a 32,768-entry byte-level BPE trained here (curator.tokenizers.training) on part of it.
+* Tokenizer: a 32,768-entry byte-level BPE trained here (curator.tokenization.training) on part of it.
 * ``baseline``: what tools/preprocess_data.py does in each worker: per line ``json.loads``,
   ``tokenizer.encode(text)`` (same HF tokenizer), append EOD, then
   ``IndexedDatasetBuilder.add_document(ids, [len(ids)])``; finalize.
 * ``ours``: the same reader, batches of documents -> ``Tokenizer.encode_batch_flat`` (the
-  tokenizer's exact tiktoken twin, ``curator.tokenizers.tiktoken_twin``, one thread, in slices of
+  tokenizer's exact tiktoken twin, ``curator.tokenization.tiktoken_twin``, one thread, in slices of
   ~256 Ki characters, each turned into one NumPy array at once; ``ours_native``: the ``tokenizers``
   library's encoder on its Rust threads instead) ->
   ``IndexedDatasetWriter.add_flat`` (NumPy straight into the .bin) -- the path the ``tokenize``
@@ -159,7 +159,7 @@ def run_worker(
         builder.finalize(out_prefix + ".idx")
     else:
         from curator.formats.megatron import IndexedDatasetWriter
-        from curator.tokenizers.loading import load_tokenizer
+        from curator.tokenization.loading import load_tokenizer
 
         t0, c0 = time.perf_counter(), os.times()
         tok = load_tokenizer({"path": tokdir, "encoder": "native" if mode == "ours_native"
@@ -236,7 +236,7 @@ def main() -> None:
         return
 
     sys.path.insert(0, str(REPO))
-    from curator.tokenizers.training import train_bpe
+    from curator.tokenization.training import train_bpe
 
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)

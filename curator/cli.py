@@ -135,7 +135,7 @@ def tokenizer_train(
     min_frequency: Annotated[int, typer.Option(help="Least count of a merged pair.")] = 2,
 ) -> None:
     """Train a byte-level BPE tokenizer (Hugging Face tokenizers) on curated output."""
-    from curator.tokenizers.training import EOD_TOKEN, iter_texts, round_vocab_size, train_bpe
+    from curator.tokenization.training import EOD_TOKEN, iter_texts, round_vocab_size, train_bpe
 
     files = _expand_inputs(inputs)
     target = round_vocab_size(vocab_size)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer as HF
 
-from curator.tokenizers.loading import load_tokenizer
-from curator.tokenizers.tiktoken_twin import byte_symbols, tiktoken_twin
-from curator.tokenizers.training import train_bpe
+from curator.tokenization.loading import load_tokenizer
+from curator.tokenization.tiktoken_twin import byte_symbols, tiktoken_twin
+from curator.tokenization.training import train_bpe
 
 DATA = Path(__file__).resolve().parent / "data"
 AWKWARD = [
@@ -121,7 +121,7 @@ def test_a_twin_that_differs_on_real_text_is_retired(tokenizer_json, tmp_path, t
     tok._twin, _ = tiktoken_twin(str(other), HF.from_file(str(other)))
     assert tok._twin is not None
     expected = _hf_ids(tokenizer_json, texts)
-    with caplog.at_level(logging.WARNING, logger="curator.tokenizers.loading"):
+    with caplog.at_level(logging.WARNING, logger="curator.tokenization.loading"):
         assert tok.encode_batch(texts[:50]) == expected[:50]
     assert tok._twin is None and "differed" in tok.encoder_note
     assert "differently" in caplog.text

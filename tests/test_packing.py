@@ -24,8 +24,8 @@ from curator.formats.bridge import (
     pack,
     write_packed_parquet,
 )
-from curator.tokenizers.loading import load_tokenizer
-from curator.tokenizers.training import train_bpe
+from curator.tokenization.loading import load_tokenizer
+from curator.tokenization.training import train_bpe
 
 DATA = Path(__file__).resolve().parent / "data"
 

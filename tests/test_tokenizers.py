@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from curator.tokenizers.loading import GPT2_PATTERN, Tokenizer, TokenizerSpecError, load_tokenizer
-from curator.tokenizers.training import export_tiktoken, round_vocab_size, train_bpe
+from curator.tokenization.loading import GPT2_PATTERN, Tokenizer, TokenizerSpecError, load_tokenizer
+from curator.tokenization.training import export_tiktoken, round_vocab_size, train_bpe
 
 DATA = Path(__file__).resolve().parent / "data"
 

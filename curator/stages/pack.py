@@ -53,7 +53,7 @@ from curator.formats.bridge import PackingStats, pack, write_packed_parquet
 from curator.formats.fp8 import FP8ConfigError, check_seq_length
 from curator.stages.base import ShardContext
 from curator.stages.tokenizing import EMPTY_REASON, TokenizingSink
-from curator.tokenizers.loading import Tokenizer
+from curator.tokenization.loading import Tokenizer
 
 LONG_REASON = "longer_than_pack_size"
 PROMPT_REASON = "prompt_longer_than_pack_size"

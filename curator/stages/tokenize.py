@@ -30,7 +30,7 @@ from curator.formats.fp8 import FP8ConfigError, check_seq_length, vocab_report
 from curator.formats.megatron import ShardedIndexedDatasetWriter, ShardInfo, TokenOutOfVocabError
 from curator.stages.base import ShardContext
 from curator.stages.tokenizing import EMPTY_REASON, TokenizingSink
-from curator.tokenizers.loading import Tokenizer
+from curator.tokenization.loading import Tokenizer
 
 SPLITS = ("train", "valid", "test")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")

@@ -20,7 +20,7 @@ from pydantic import Field, PrivateAttr, field_validator
 from curator.batch import ID
 from curator.commit import checksum
 from curator.stages.base import Sink
-from curator.tokenizers.loading import Tokenizer, TokenizerSpecError, load_tokenizer
+from curator.tokenization.loading import Tokenizer, TokenizerSpecError, load_tokenizer
 
 EMPTY_REASON = "empty_after_tokenization"
 T = TypeVar("T")

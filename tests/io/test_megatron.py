@@ -32,8 +32,8 @@ from curator.formats.megatron import (  # noqa: E402
     optimal_dtype,
     read_index,
 )
-from curator.tokenizers.loading import load_tokenizer  # noqa: E402
-from curator.tokenizers.training import train_bpe  # noqa: E402
+from curator.tokenization.loading import load_tokenizer  # noqa: E402
+from curator.tokenization.training import train_bpe  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REPO = Path(__file__).resolve().parents[2]
@@ -188,7 +188,7 @@ _KILL_SCRIPT = textwrap.dedent(
     """
     import gzip, json, sys, time
     from curator.formats.megatron import ShardedIndexedDatasetWriter
-    from curator.tokenizers.loading import load_tokenizer
+    from curator.tokenization.loading import load_tokenizer
     out, tokdir, slow = sys.argv[1], sys.argv[2], sys.argv[3] == "slow"
     tok = load_tokenizer(tokdir)
     texts = [json.loads(l)["text"] for name in ("tokenize_en", "tokenize_ja")

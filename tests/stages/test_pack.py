@@ -20,8 +20,8 @@ from curator import Pipeline, ReadJsonl
 from curator.config import parse_pipeline
 from curator.stages.pack import LONG_REASON, METADATA, PROMPT_REASON, Pack
 from curator.stages.tokenize import EMPTY_REASON
-from curator.tokenizers.loading import Tokenizer, load_tokenizer
-from curator.tokenizers.training import train_bpe
+from curator.tokenization.loading import Tokenizer, load_tokenizer
+from curator.tokenization.training import train_bpe
 from tests.conftest import SAMPLE, assert_accounting, deal, write_parts
 
 SFT = SAMPLE / "sft" / "gsm8k_test_every4th.jsonl.gz"

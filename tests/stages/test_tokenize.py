@@ -19,8 +19,8 @@ from curator import Pipeline, ReadJsonl, Tokenize
 from curator.config import ConfigError, load_pipeline, parse_pipeline
 from curator.formats.megatron import TokenOutOfVocabError
 from curator.stages.tokenize import EMPTY_REASON, SPLITS, split_of
-from curator.tokenizers.loading import Tokenizer, load_tokenizer
-from curator.tokenizers.training import train_bpe
+from curator.tokenization.loading import Tokenizer, load_tokenizer
+from curator.tokenization.training import train_bpe
 from tests.conftest import ROOT, SAMPLE, assert_accounting, deal, write_parts
 
 torch = pytest.importorskip("torch")

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from curator.tokenizers.tiktoken_twin import byte_level_ranks
+from curator.tokenization.tiktoken_twin import byte_level_ranks
 
 __all__ = ["EOD_TOKEN", "export_tiktoken", "iter_texts", "round_vocab_size", "train_bpe"]
 

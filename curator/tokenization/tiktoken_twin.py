@@ -17,7 +17,7 @@ with merge priority read from the merged token's rank, several times faster per 
 
 :func:`tiktoken_twin` checks these and returns the equivalent ``tiktoken.Encoding`` or the
 reason it declines. The caller still compares both encoders on real text before trusting it
-(``curator.tokenizers.loading``), since the conditions are necessary, not a proof.
+(``curator.tokenization.loading``), since the conditions are necessary, not a proof.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
   need overriding.
 
 A byte-level BPE ``tokenizer.json`` is encoded by its exact tiktoken twin when one exists
-(``curator.tokenizers.tiktoken_twin``; several times faster per core),
+(``curator.tokenization.tiktoken_twin``; several times faster per core),
 checked against the ``tokenizers``
 library on the first slice each process encodes; ``encoder: native`` turns the twin off.
 
@@ -35,14 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from curator.tokenizers.tiktoken_twin import GPT2_PATTERN, tiktoken_twin
+from curator.tokenization.tiktoken_twin import GPT2_PATTERN, tiktoken_twin
 
 _log = logging.getLogger(__name__)
 
 __all__ = ["CL100K_PATTERN", "GPT2_PATTERN", "Tokenizer", "TokenizerSpecError", "load_tokenizer"]
 
 # Pre-tokenisation regexes for tiktoken files (a .tiktoken file holds ranks only); GPT2_PATTERN
-# (curator.tokenizers.tiktoken_twin) is the split of Hugging Face's ByteLevel pre-tokenizer.
+# (curator.tokenization.tiktoken_twin) is the split of Hugging Face's ByteLevel pre-tokenizer.
 CL100K_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|"""
     r"""\s*[\r\n]|\s+(?!\S)|\s+"""
