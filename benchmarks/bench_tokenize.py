@@ -7,7 +7,8 @@
   paragraph blocks, State of the Union / inaugural speeches, Aozora Bunko works, KWDLC leads),
   written once as JSONL up to ``--mb`` MB of UTF-8 text ("1x"); "4x" and "16x" stream that
   file four and sixteen times.
-* Tokenizer: a 32,768-entry byte-level BPE trained here (curator.tokenization.training) on part of it.
+* Tokenizer: a 32,768-entry byte-level BPE trained here
+  (curator.tokenization.training) on part of it.
 * ``baseline``: what tools/preprocess_data.py does in each worker: per line ``json.loads``,
   ``tokenizer.encode(text)`` (same HF tokenizer), append EOD, then
   ``IndexedDatasetBuilder.add_document(ids, [len(ids)])``; finalize.
