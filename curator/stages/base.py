@@ -40,6 +40,9 @@ class Stage(BaseModel):
     #: False when the stage's work runs in native code that releases the GIL (Arrow, NumPy):
     #: a pipeline of such stages alone runs in threads, without worker start-up or pickling.
     holds_gil: ClassVar[bool] = True
+    #: Modules beyond the core dependencies -> the curator extra that installs each
+    #: (``{"tokenizers": "tokenize"}``); checked before a run starts.
+    requires: ClassVar[dict[str, str]] = {}
 
     name: str | None = Field(None, description="Name used in stats and --set; defaults to type.")
 
@@ -52,6 +55,15 @@ class Stage(BaseModel):
     def resources(self) -> dict[str, float]:
         """Dask/Ray resources a task running this stage needs (``{"GPU": 1}`` for GPU stages)."""
         return {}
+
+    def requirements(self) -> dict[str, str]:
+        """The modules this stage needs as configured -> the extra to install (``requires``)."""
+        return dict(self.requires)
+
+    def for_cluster(self, gpus: bool) -> Stage:
+        """This stage as it runs on a cluster with GPU workers (``gpus``) or without; a stage
+        with ``device: auto`` returns a copy with the device chosen. Default: itself."""
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         """The stage as it is written in YAML: ``type`` first, then non-default parameters."""

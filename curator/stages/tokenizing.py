@@ -25,6 +25,7 @@ from curator.tokenization.loading import Tokenizer, TokenizerSpecError, load_tok
 EMPTY_REASON = "empty_after_tokenization"
 T = TypeVar("T")
 _HANDOFF = threading.local()  # per thread: stage id -> deque of (ids, payload, rows)
+_LIBRARY = {"hf": "tokenizers", "sentencepiece": "sentencepiece", "tiktoken": "tiktoken"}
 
 
 class TokenizingSink(Sink):
@@ -47,6 +48,10 @@ class TokenizingSink(Sink):
         except TokenizerSpecError as err:
             raise ValueError(str(err)) from None
         return value
+
+    def requirements(self) -> dict[str, str]:
+        """The library that reads this kind of tokenizer file (from the tokenize extra)."""
+        return {_LIBRARY[load_tokenizer(self.tokenizer).kind]: "tokenize"}
 
     def setup(self) -> None:
         tok = load_tokenizer(self.tokenizer)
