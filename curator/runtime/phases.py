@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from curator.commit import write_json_atomic
+from curator.runtime.progress import ProgressReporter
 from curator.runtime.rundir import RunDir
 
 
@@ -25,6 +26,7 @@ class DatasetContext:
     on_error: str
     rejected: str
     batch_bytes: int
+    progress: ProgressReporter | None = None
 
     def run_phase(self, phase: str, fn: Callable[[Any], dict], tasks: list[Any],
                   keys: list[str], resources: dict[str, float] | None = None) -> list[dict]:
@@ -49,10 +51,16 @@ class DatasetContext:
         finished = self.executor.map(_keyed, [(fn, t, k) for t, (_, k) in zip(run, todo,
                                                                                strict=True)],
                                      run_keys, resources or {})
-        for key, result in finished:
-            write_json_atomic(markers / f"{key}.json",
-                              {"fingerprint": self.fingerprint, "result": result})
-            results[key] = result
+        progress = self.progress or ProgressReporter(enabled=False)
+        progress.start(f"{self.stage_name}: {phase}", len(tasks), len(results))
+        try:
+            for key, result in finished:
+                write_json_atomic(markers / f"{key}.json",
+                                  {"fingerprint": self.fingerprint, "result": result})
+                results[key] = result
+                progress.advance()
+        finally:
+            progress.stop()
         return [results[k] for k in keys]
 
 

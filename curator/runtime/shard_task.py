@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from curator.batch import ID, REASON, BatchResult, Failure
 from curator.io.parquet import _ParquetWriter, read_parquet_batches
 from curator.io.records import ColumnMap
+from curator.runtime.progress import TaskProgress
 from curator.runtime.rundir import RunDir
 from curator.stages.base import BatchStage, Shard, ShardContext, Sink, SinkWriter, Source
 
@@ -155,8 +156,10 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
         intermediate = _ParquetWriter(ctx.temporary_for(final), INTERMEDIATE_ROW_GROUP, "zstd",
                                       "intermediate")
     rows_out = 0
+    progress = TaskProgress(task.key)
     started = time.perf_counter()
     for batch in _batches(task, source):
+        progress.add(batch.table.num_rows + len(batch.failed), batch.table.nbytes)
         if source is not None:
             count = counts[task.stages[0][0]]
             count.n_in += batch.table.num_rows + len(batch.failed)
@@ -177,6 +180,7 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
                 raise CurationError(f"intermediate write failed: {failure.error}")
         rows_out += table.num_rows
         started = time.perf_counter()
+    progress.send()
     sinks = {name: info for name, writer in writers.items() if (info := writer.close())}
     if intermediate is not None:
         intermediate.close()
