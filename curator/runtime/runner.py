@@ -12,8 +12,10 @@ from typing import Any
 
 from curator.pipeline import Pipeline, Segment
 from curator.runtime.executors import Executor, make_executor
+from curator.runtime.main_guard import leave_if_importing_main
 from curator.runtime.phases import DatasetContext
 from curator.runtime.progress import ProgressReporter
+from curator.runtime.requirements import check_requirements
 from curator.runtime.rundir import RunDir
 from curator.runtime.shard_task import ShardTask, run_shard_task
 from curator.runtime.stats import write_stats
@@ -26,8 +28,8 @@ log = logging.getLogger("curator")
 class RunResult:
     output: Path
     stats: dict[str, Any]
-    shards_run: int
-    shards_skipped: int
+    shards_run: int  # input shards that some task of this run worked on
+    shards_skipped: int  # input shards whose every task an earlier run had committed
 
 
 def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
@@ -35,6 +37,8 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
                  scheduler: str | None = None, scheduler_file: str | None = None,
                  force: bool = False, progress: bool = True) -> RunResult:
     """Run ``pipeline`` into its run directory; committed shards of this config are skipped."""
+    leave_if_importing_main()
+    check_requirements(pipeline.named_stages())
     root = output or pipeline.output
     if not root:
         raise ValueError("no run directory: set 'output' in the pipeline or pass --output")
@@ -51,17 +55,21 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
     reporter = ProgressReporter(progress)
     manifests: dict[int, list[dict]] = {}
     extras: dict[str, dict[str, Any]] = {}
-    ran = skipped = 0
+    ran: set[int] = set()  # indices of the shards some task of this run worked on
     executor_kind = executor or config.type
     processes = config.processes if config.processes is not None else pipeline.holds_gil()
-    with make_executor(executor_kind, workers or config.workers, scheduler or config.scheduler,
-                       scheduler_file or config.scheduler_file, processes) as ex:
-        for segment in plan.segments:
+    with make_executor(executor_kind, config.workers if workers is None else workers,
+                       scheduler or config.scheduler, scheduler_file or config.scheduler_file,
+                       processes) as ex:
+        reporter.attach(ex)
+        for planned in plan.segments:
+            segment = Segment(planned.index, planned.kind,
+                              [(n, s.for_cluster(ex.offers_gpu)) for n, s in planned.stages])
             if segment.kind == "dataset":
                 name, stage = segment.stages[0]
                 ctx = DatasetContext(run_dir, run_dir.work_dir(segment.index), ex, name,
                                      fingerprint, pipeline.on_error, pipeline.rejected,
-                                     pipeline.batch_bytes)
+                                     pipeline.batch_bytes, reporter)
                 result = stage.run_dataset(_parts(shards), ctx)
                 manifests[segment.index] = [{"stages": [result.counts]}]
                 shards = [Shard(i, str(p), label=p.name) for i, p in enumerate(result.parts)]
@@ -69,8 +77,8 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
             keep = _followed_by_dataset(plan.segments, segment)
             done, new = _run_segment(ex, segment, shards, run_dir, pipeline, fingerprint, keep,
                                      reporter, len(plan.segments))
-            skipped += len(done)
-            ran += len(new)
+            parts = {m["part"] for m in new}
+            ran.update(s.index for s in shards if s.part in parts)
             manifests[segment.index] = sorted([*done.values(), *new], key=lambda m: m["part"])
             extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
             if keep:
@@ -81,7 +89,8 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
     from curator.report.funnel import write_report
 
     write_report(run_dir.root, stats)
-    return RunResult(run_dir.root, stats, ran, skipped)
+    n_ran = len(ran & set(range(len(inputs))))
+    return RunResult(run_dir.root, stats, n_ran, len(inputs) - n_ran)
 
 
 def _finalize_sinks(segment: Segment, run_dir: RunDir,
@@ -116,13 +125,15 @@ def _run_segment(ex: Executor, segment: Segment, shards: list[Shard], run_dir: R
     tasks = [ShardTask(segment.index, segment.stages, shard, str(run_dir.root), fingerprint,
                        pipeline.on_error, pipeline.rejected, pipeline.batch_bytes, keep)
              for shard in shards if shard.part not in done]
-    reporter.start(f"segment {segment.index + 1}/{n_segments}", len(shards), len(done))
+    keys = {t.shard.part: t.key for t in tasks}
+    reporter.start(f"segment {segment.index + 1}/{n_segments}", len(shards), len(done),
+                   {t.key: t.shard for t in tasks})
     new = []
     try:
         for manifest in ex.map(run_shard_task, tasks, [t.key for t in tasks],
                                segment.resources()):
             new.append(manifest)
-            reporter.advance()
+            reporter.advance(keys[manifest["part"]], manifest["stages"][0]["in"])
     finally:
         reporter.stop()
     return done, new
