@@ -132,7 +132,7 @@ class ProgressReporter:
                 self._docs[key] = docs
             self._show(final=False)
 
-    def summary(self) -> str:
+    def _summary(self) -> str:
         """``N docs, a/b GB, r docs/s, ETA h:mm:ss`` for a segment; empty for a phase."""
         if not self._sizes:
             return ""
@@ -154,7 +154,7 @@ class ProgressReporter:
         return f"{docs:,} docs, {_amount(done, total)}, {docs / elapsed:,.0f} docs/s, {eta}"
 
     def _show(self, final: bool) -> None:
-        stats = self.summary()
+        stats = self._summary()
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, stats=stats)
         elif self.enabled and (final or time.monotonic() - self._last_log >= LOG_EVERY_S):
