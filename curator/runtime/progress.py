@@ -47,15 +47,15 @@ class TaskProgress:
         """Report the totals now (also once at the end, so the driver learns the byte count)."""
         self._sent = time.monotonic()
         message = [self.key, self.docs, self.nbytes]
+        distributed = sys.modules.get("distributed")  # a Dask worker has imported it
         try:
-            from distributed import get_worker
-
-            worker = get_worker()
-        except (ImportError, ValueError):  # not in a Dask task
-            if handler := LOCAL_HANDLERS.get(TOPIC):
-                handler(message)
-            return
-        worker.log_event(TOPIC, message)
+            worker = distributed.get_worker() if distributed else None
+        except ValueError:  # not in a Dask task
+            worker = None
+        if worker is not None:
+            worker.log_event(TOPIC, message)
+        elif handler := LOCAL_HANDLERS.get(TOPIC):
+            handler(message)
 
 
 def _input_bytes(shard: Shard) -> int:

@@ -159,7 +159,8 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
     progress = TaskProgress(task.key)
     started = time.perf_counter()
     for batch in _batches(task, source):
-        progress.add(batch.table.num_rows + len(batch.failed), batch.table.nbytes)
+        progress.add(batch.table.num_rows + len(batch.failed),
+                     batch.table.get_total_buffer_size())
         if source is not None:
             count = counts[task.stages[0][0]]
             count.n_in += batch.table.num_rows + len(batch.failed)
