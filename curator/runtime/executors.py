@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -138,6 +139,8 @@ class DaskExecutor(Executor):
 
         self.cluster = None
         if scheduler or scheduler_file:
+            if scheduler_file and not scheduler:
+                _wait_for_file(scheduler_file, CONNECT_TIMEOUT_S)
             try:
                 self.client = Client(address=scheduler, scheduler_file=scheduler_file,
                                      timeout=CONNECT_TIMEOUT_S)
@@ -231,6 +234,15 @@ def make_executor(kind: str, workers: int | None = None, scheduler: str | None =
     if kind == "dask":
         return DaskExecutor(workers, scheduler, scheduler_file, processes)
     raise ValueError(f"unknown executor {kind!r}; expected local, dask or ray")
+
+
+def _wait_for_file(path: str, seconds: float) -> None:
+    """Wait for a scheduler file (a batch job may still be writing it); Dask would wait forever."""
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise ExecutorError(f"no Dask scheduler file at {path} after {seconds:g} s")
+        time.sleep(0.1)
 
 
 def _start(factory: Callable[..., Any], *args: Any) -> Any:
