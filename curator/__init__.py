@@ -10,8 +10,20 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "Pipeline": "curator.pipeline",
+    "Pipeline": "curator.api",
     "ExecutorConfig": "curator.pipeline",
+    "Stage": "curator.stages.base",
+    "Source": "curator.stages.base",
+    "FileSource": "curator.stages.base",
+    "BatchStage": "curator.stages.base",
+    "Filter": "curator.stages.base",
+    "Sink": "curator.stages.base",
+    "DatasetStage": "curator.stages.base",
+    "DatasetResult": "curator.stages.base",
+    "Decisions": "curator.stages.context",
+    "BatchResult": "curator.batch",
+    "Failure": "curator.batch",
+    "ScoreBins": "curator.counts",
     "ReadJsonl": "curator.io.jsonl",
     "WriteJsonl": "curator.io.jsonl",
     "ReadParquet": "curator.io.parquet",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -11,6 +12,7 @@ import xxhash
 
 ID = "id"
 TEXT = "text"
+SOURCE = "source"
 REASON = "reason"
 
 
@@ -46,6 +48,9 @@ class BatchResult:
     kept: pa.Table
     removed: pa.Table | None = None
     failed: list[Failure] = field(default_factory=list)
+    payload: Any = None  # what a sink's ``process`` computed for the kept rows (tokens)
+    rule_failures: dict[str, int] = field(default_factory=dict)  # a filter's rules, each counted
+    scores: dict[str, pa.Array] = field(default_factory=dict)  # a filter's scores, every row
 
     @property
     def n_removed(self) -> int:
@@ -99,6 +104,7 @@ class Shard:
     path: str
     size: int | None = None
     label: str = ""  # name used in ids and error positions (path relative to the input root)
+    source: str = ""  # the source stage that listed it
 
     @property
     def part(self) -> str:

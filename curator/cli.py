@@ -12,6 +12,7 @@ from rich.console import Console
 
 from curator.config import ConfigError, load_pipeline
 from curator.runtime.rundir import RunDirError
+from curator.runtime.runner import run_pipeline
 from curator.runtime.shard_task import CurationError
 
 app = typer.Typer(help="Curate LLM training data: run, plan, validate and report pipelines.",
@@ -53,7 +54,7 @@ def run(
     pipeline = _load(config, set_)
     _setup_logging()
     try:
-        result = pipeline.run(output=output, executor=executor, workers=workers,
+        result = run_pipeline(pipeline, output=output, executor=executor, workers=workers,
                               scheduler=scheduler, scheduler_file=scheduler_file, force=force)
     except (CurationError, RunDirError, ValueError, FileNotFoundError) as err:
         console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)

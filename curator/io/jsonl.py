@@ -262,7 +262,7 @@ class _JsonlWriter:
             self._out = raw
         self._raw = raw
 
-    def write(self, table: pa.Table) -> list[Failure]:
+    def write(self, table: pa.Table, payload: object = None) -> list[Failure]:
         self._out.write(b"".join(orjson.dumps(row) + b"\n" for row in table.to_pylist()))
         return []
 

@@ -51,7 +51,7 @@ def _bytes_per_row(meta: pq.FileMetaData) -> int:
     return max(1, total // max(1, meta.num_rows))
 
 
-class _ParquetWriter:
+class ParquetPartWriter:
     """Buffers rows and writes row groups of exactly ``row_group_rows`` rows."""
 
     def __init__(self, path: Path, row_group_rows: int, compression: str, stage: str) -> None:
@@ -61,7 +61,7 @@ class _ParquetWriter:
         self.buffer: list[pa.Table] = []
         self.buffered = 0
 
-    def write(self, table: pa.Table) -> list[Failure]:
+    def write(self, table: pa.Table, payload: object = None) -> list[Failure]:
         if table.num_rows == 0:
             return []
         if self.writer is None:
@@ -110,7 +110,7 @@ class WriteParquet(Sink):
     compression: Literal["snappy", "zstd", "gzip", "lz4", "none"] = "snappy"
     row_group_rows: int = Field(10_000, gt=0, description="Rows per row group.")
 
-    def open(self, ctx: ShardContext) -> _ParquetWriter:
+    def open(self, ctx: ShardContext) -> ParquetPartWriter:
         final = self.output_dir(ctx.run_dir, ctx.stage_name) / f"{ctx.shard.part}.parquet"
-        return _ParquetWriter(ctx.temporary_for(final), self.row_group_rows, self.compression,
+        return ParquetPartWriter(ctx.temporary_for(final), self.row_group_rows, self.compression,
                               ctx.stage_name)

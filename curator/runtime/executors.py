@@ -36,6 +36,10 @@ class Executor:
             resources: dict[str, float]) -> Iterator[Any]:
         raise NotImplementedError
 
+    def offers(self, resource: str) -> bool:
+        """Whether some worker advertises ``resource``."""
+        return resource == "GPU" and gpu_count() > 0
+
     def close(self) -> None:
         """Release the workers this executor started."""
 
@@ -120,6 +124,10 @@ class DaskExecutor(Executor):
         finally:
             self.client.cancel([f for f in futures if not f.done()])
 
+    def offers(self, resource: str) -> bool:
+        workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
+        return any(w.get("resources", {}).get(resource, 0) > 0 for w in workers)
+
     def _check_resources(self, resources: dict[str, float]) -> None:
         """Refuse at once (instead of waiting forever) when no worker offers a resource."""
         workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
@@ -168,3 +176,41 @@ def make_executor(kind: str, workers: int | None = None, scheduler: str | None =
     if kind == "dask":
         return DaskExecutor(workers, scheduler, scheduler_file, processes)
     raise ValueError(f"unknown executor {kind!r}; expected local, dask or ray")
+
+
+class ExecutorPool:
+    """The executors of one run, one per worker kind, started on first use: segments whose
+    stages all release the GIL run on threads of one process, the others on worker processes
+    (``processes`` set: every segment on that kind). A joined cluster serves every segment."""
+
+    def __init__(self, kind: str, workers: int | None, scheduler: str | None,
+                 scheduler_file: str | None, processes: bool | None) -> None:
+        self.kind, self.workers, self.processes = kind, workers, processes
+        self.scheduler, self.scheduler_file = scheduler, scheduler_file
+        self._started: dict[bool, Executor] = {}
+
+    def get(self, holds_gil: bool) -> Executor:
+        """The executor for work that holds (or releases) the GIL."""
+        shared = self.kind != "dask" or self.scheduler or self.scheduler_file
+        processes = True if shared else (self.processes if self.processes is not None
+                                         else holds_gil)
+        if processes not in self._started:
+            self._started[processes] = make_executor(self.kind, self.workers, self.scheduler,
+                                                     self.scheduler_file, processes)
+        return self._started[processes]
+
+    def offers(self, resource: str) -> bool:
+        """Whether the cluster has workers with ``resource`` (GPU workers)."""
+        if self.kind == "dask" and (self.scheduler or self.scheduler_file):
+            return self.get(True).offers(resource)
+        return resource == "GPU" and gpu_count() > 0
+
+    def close(self) -> None:
+        for executor in self._started.values():
+            executor.close()
+
+    def __enter__(self) -> ExecutorPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -53,13 +53,15 @@ class RunDir:
     def errors_path(self, stage: str, part: str) -> Path:
         return self.root / "errors" / stage / f"{part}.jsonl"
 
-    def prepare(self, fingerprint: str, config: dict, force: bool) -> None:
-        """Start or resume a run; refuse to mix results of another configuration."""
+    def prepare(self, fingerprint: str, config: dict, decisive: dict, force: bool) -> None:
+        """Start or resume a run; refuse to mix results of another configuration (``decisive``:
+        every parameter that decides the output, defaults and stage code versions included)."""
         run_file = self.root / RUN_FILE
         if run_file.exists():
             previous = json.loads(run_file.read_text(encoding="utf-8"))
             if previous.get("fingerprint") != fingerprint and not force:
-                changes = _differences(previous.get("config"), config)
+                changes = _differences(previous.get("decisive", previous.get("config")),
+                                       decisive)
                 detail = "; ".join(changes[:5]) or "inputs changed"
                 raise RunDirError(
                     f"{self.root} holds results of a different configuration ({detail}). "
@@ -72,7 +74,8 @@ class RunDir:
         elif force and self.root.exists():
             self.clear()
         self.root.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(run_file, {"fingerprint": fingerprint, "config": config})
+        write_json_atomic(run_file, {"fingerprint": fingerprint, "config": config,
+                                     "decisive": decisive})
 
     def clear(self) -> None:
         """Remove everything in the run directory."""
