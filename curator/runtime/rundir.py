@@ -41,9 +41,6 @@ class RunDir:
     def manifest_path(self, segment: int, part: str) -> Path:
         return self.root / MANIFESTS / f"segment-{segment:02d}" / f"{part}.json"
 
-    def dataset_manifest_path(self, segment: int) -> Path:
-        return self.root / MANIFESTS / f"segment-{segment:02d}" / "dataset.json"
-
     def work_dir(self, segment: int) -> Path:
         return self.root / WORK / f"segment-{segment:02d}"
 

@@ -4,6 +4,7 @@ versions, several sources, resource cuts in the plan, filter signals apart from 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -13,7 +14,16 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import Field
 
-from curator import Filter, LengthFilter, Pipeline, ReadJsonl, WriteParquet
+from curator import (
+    DatasetResult,
+    DatasetStage,
+    Decisions,
+    Filter,
+    LengthFilter,
+    Pipeline,
+    ReadJsonl,
+    WriteParquet,
+)
 from curator.runtime.rundir import RunDirError
 from curator.stages.base import STAGES
 from curator.tokenization.training import train_bpe
@@ -185,3 +195,49 @@ def test_filter_signals_are_kept_counted_and_histogrammed(tmp_path, two_dumps):
     histogram = entry["histograms"]["chars"]
     assert sum(histogram["counts"]) == len(docs)
     assert len(histogram["edges"]) == len(histogram["counts"]) + 1
+
+
+class _Blocklist(DatasetStage):
+    """A third-party barrier: removes the documents whose ids a side file lists."""
+
+    type = "blocklist_probe"
+    holds_gil: ClassVar[bool] = True
+
+    path: str
+
+    def run_dataset(self, parts: list[Path], ctx) -> DatasetResult:
+        listed = ctx.side_input(self.path)
+        return DatasetResult(*ctx.remove(parts, _Listed(tuple(listed.read_text().split()))))
+
+
+@dataclass(frozen=True)
+class _Listed:
+    ids: tuple[str, ...]
+
+    def __call__(self, part: int, table: pa.Table) -> Decisions:
+        hit = pc.is_in(table.column("id"), pa.array(self.ids)).to_numpy(zero_copy_only=False)
+        return Decisions(hit, "blocklisted", columns={"part_seen": pa.array([part] *
+                                                                           table.num_rows)})
+
+
+def test_a_dataset_stage_removes_through_the_shared_phase_with_a_side_input(tmp_path,
+                                                                           two_dumps):
+    en, _ = two_dumps
+    ids = [json.loads(line)["id"] for p in sorted(en.glob("*.jsonl"))
+           for line in p.read_text().splitlines()]
+    blocked = ids[::7]
+    listing = tmp_path / "blocked.txt"
+    listing.write_text("\n".join(blocked))
+    run = tmp_path / "run"
+    Pipeline([ReadJsonl(path=f"{en}/*.jsonl"), _Blocklist(path=str(listing)), WriteParquet()],
+             output=str(run), rejected="documents").run(executor="dask", workers=2,
+                                                        progress=False)
+    out = pq.read_table(run / "write_parquet")
+    assert sorted(out.column("id").to_pylist()) == sorted(set(ids) - set(blocked))
+    assert set(out.column("part_seen").to_pylist()) == {0, 1}
+    gone = pq.read_table(run / "rejected" / "blocklist_probe")
+    assert sorted(gone.column("id").to_pylist()) == sorted(blocked)
+    assert set(gone.column("reason").to_pylist()) == {"blocklisted"}
+    assert "text" in gone.column_names  # rejected: documents keeps them whole
+    stats = assert_accounting(run)
+    assert stats["stages"][1]["removed_by_reason"] == {"blocklisted": len(blocked)}
