@@ -117,7 +117,10 @@ def _remove_part(task: _RemoveTask) -> dict:
     table = pq.read_table(task.path)
     decisions = task.decide(task.part, table)
     for name, values in decisions.columns.items():
-        table = table.append_column(name, values)
+        if name in table.column_names:
+            table = table.set_column(table.column_names.index(name), name, values)
+        else:
+            table = table.append_column(name, values)
     drop = decisions.removed
     kept = table.filter(pa.array(~drop))
     removed = table.filter(pa.array(drop))

@@ -18,9 +18,10 @@ from curator.counts import StageCount
 class Decisions:
     """What a dataset stage decided for the rows of one part.
 
-    ``removed`` marks the rows that go, each with ``reason``; ``columns`` are added to every
-    row (kept and removed, e.g. ``cluster_id``), ``removed_columns`` to removed rows only (e.g.
-    ``duplicate_of``, aligned with the removed rows in row order)."""
+    ``removed`` marks the rows that go, each with ``reason``; ``columns`` are set on every row
+    (kept and removed: a new column such as ``cluster_id``, or a rewritten ``text``),
+    ``removed_columns`` on removed rows only (e.g. ``duplicate_of``, aligned with the removed
+    rows in row order)."""
 
     removed: np.ndarray
     reason: str
