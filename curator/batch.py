@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -107,7 +108,8 @@ class Shard:
 
 @dataclass
 class SourceBatch:
-    """Rows read from a shard plus the records that could not be read."""
+    """Rows read from a shard, the records that could not be read, and notes (``id_converted``)."""
 
     table: pa.Table
     failed: list[Failure] = field(default_factory=list)
+    notes: Counter = field(default_factory=Counter)  # what the reader changed, counted

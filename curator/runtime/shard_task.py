@@ -36,12 +36,14 @@ class StageCount:
     failed: int = 0
     removed_by_reason: Counter = field(default_factory=Counter)
     seconds: float = 0.0
+    notes: Counter = field(default_factory=Counter)  # what a reader changed (id_converted)
 
     def to_dict(self) -> dict[str, Any]:
+        notes = {"notes": dict(sorted(self.notes.items()))} if self.notes else {}
         return {"name": self.name, "type": self.type, "in": self.n_in, "kept": self.kept,
                 "removed": self.removed, "failed": self.failed,
                 "removed_by_reason": dict(sorted(self.removed_by_reason.items())),
-                "seconds": round(self.seconds, 4)}
+                "seconds": round(self.seconds, 4), **notes}
 
 
 @dataclass
@@ -162,6 +164,7 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
             count.n_in += batch.table.num_rows + len(batch.failed)
             count.kept += batch.table.num_rows
             count.failed += len(batch.failed)
+            count.notes.update(batch.notes)
             count.seconds += time.perf_counter() - started
             if batch.failed:
                 outputs.fail(task.stages[0][0], batch.failed)

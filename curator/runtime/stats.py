@@ -9,7 +9,8 @@ from curator.commit import write_json_atomic
 from curator.pipeline import Pipeline
 from curator.runtime.rundir import RunDir
 
-COUNT_KEYS = {"name", "type", "in", "kept", "removed", "failed", "removed_by_reason", "seconds"}
+COUNT_KEYS = {"name", "type", "in", "kept", "removed", "failed", "removed_by_reason", "seconds",
+              "notes"}
 
 
 def sum_counts(entries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -18,12 +19,15 @@ def sum_counts(entries: list[dict[str, Any]]) -> dict[str, Any]:
     # a dataset stage reports once, and may add facts of its own (edges, rounds, clusters)
     facts = {k: v for k, v in first.items() if k not in COUNT_KEYS} if len(entries) == 1 else {}
     reasons: Counter = Counter()
+    notes: Counter = Counter()  # what a stage changed without removing (a reader's id_converted)
     for entry in entries:
         reasons.update(entry["removed_by_reason"])
+        notes.update(entry.get("notes", {}))
     return {"name": first["name"], "type": first["type"],
             **{key: sum(e[key] for e in entries) for key in ("in", "kept", "removed", "failed")},
             "removed_by_reason": dict(sorted(reasons.items())),
-            "seconds": round(sum(e["seconds"] for e in entries), 3), **facts}
+            "seconds": round(sum(e["seconds"] for e in entries), 3),
+            **({"notes": dict(sorted(notes.items()))} if notes else {}), **facts}
 
 
 def write_stats(run_dir: RunDir, pipeline: Pipeline, manifests: dict[int, list[dict]],
