@@ -23,6 +23,7 @@ from pydantic import Field
 
 from curator.batch import Failure
 from curator.io.records import ColumnMap, table_from_rows
+from curator.io.schema import column_order
 from curator.io.streams import DamagedInput, iter_decompressed
 from curator.stages.base import FileSource, Shard, ShardContext, Sink, SourceBatch
 
@@ -304,7 +305,8 @@ class _JsonlWriter:
         self._raw = raw
 
     def write(self, table: pa.Table) -> list[Failure]:
-        self._out.write(b"".join(orjson.dumps(row) + b"\n" for row in table.to_pylist()))
+        rows = table.select(column_order(table.column_names)).to_pylist()
+        self._out.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
         return []
 
     def close(self) -> None:

@@ -1,4 +1,5 @@
-"""Turning raw records into the batch schema: ``id`` and ``text`` first, metadata after."""
+"""Turning raw records into the batch schema: ``id`` and ``text`` first, the other fields after,
+sorted by name (so a batch's column order never depends on how its rows were parsed)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from curator.batch import ID, TEXT, Failure, Shard, SourceBatch
-from curator.io.schema import json_spelling
+from curator.io.schema import column_order, json_spelling
 
 #: notes counted on the reader's stage: ids that were numbers or booleans, turned into strings
 #: with Python's ``str``; ids that were objects or arrays, replaced by the position id.
@@ -64,14 +65,11 @@ class ColumnMap:
 
     def normalise(self, table: pa.Table, positions: np.ndarray, stage: str,
                   shard: Shard) -> SourceBatch:
-        """Rename to ``id``/``text`` (ids as strings, ``label:position`` where missing), fail
-        rows without text.
+        """Rename to ``id``/``text`` (ids as strings, ``label:position`` where missing), order
+        the other columns by name, fail rows without text.
 
         ``positions`` holds each row's line (JSONL) or row number (Parquet) in its file.
         """
-        n = table.num_rows
-        if n == 0:
-            return SourceBatch(pa.table({}), [])
         if self.text_field not in table.column_names:
             error = f"no field {self.text_field!r} (fields: {', '.join(table.column_names)})"
             return SourceBatch(pa.table({}), self._failures(error, shard, stage, positions))
@@ -86,9 +84,10 @@ class ColumnMap:
                 ids = pc.coalesce(ids, _string_ids(shard.label, positions))
         else:
             ids = _string_ids(shard.label, positions)
-        rest = [(name, _no_null_type(table.column(name))) for name in table.column_names
+        rest = [name for name in column_order(table.column_names)
                 if name not in (self.text_field, self.id_field, ID, TEXT)]
-        out = pa.table({ID: ids, TEXT: text.cast(pa.string()), **dict(rest)})
+        out = pa.table({ID: ids, TEXT: text.cast(pa.string()),
+                        **{name: table.column(name) for name in rest}})
         missing = pc.is_null(out.column(TEXT))
         if not pc.any(missing).as_py():
             return SourceBatch(out, [], notes)
@@ -100,11 +99,6 @@ class ColumnMap:
     @staticmethod
     def _failures(error: str, shard: Shard, stage: str, positions: np.ndarray) -> list[Failure]:
         return [Failure(stage=stage, error=error, file=shard.label, line=int(p)) for p in positions]
-
-
-def _no_null_type(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Columns that were null in every row become strings, so later batches can fill them."""
-    return column.cast(pa.string()) if pa.types.is_null(column.type) else column
 
 
 def table_from_rows(rows: list[dict], columns: ColumnMap) -> tuple[pa.Table, Counter]:

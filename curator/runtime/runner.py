@@ -15,6 +15,7 @@ from curator.runtime.executors import Executor, make_executor
 from curator.runtime.phases import DatasetContext
 from curator.runtime.progress import ProgressReporter
 from curator.runtime.rundir import RunDir
+from curator.runtime.schemas import unify_segment
 from curator.runtime.shard_task import ShardTask, run_shard_task
 from curator.runtime.stats import write_stats
 from curator.stages.base import Shard, Sink, Source
@@ -73,6 +74,7 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
             ran += len(new)
             manifests[segment.index] = sorted([*done.values(), *new], key=lambda m: m["part"])
             extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
+            unify_segment(run_dir, segment, keep)
             if keep:
                 shards = [Shard(i, str(run_dir.work_dir(segment.index) / f"{s.part}.parquet"),
                                 label=s.part) for i, s in enumerate(shards)]
