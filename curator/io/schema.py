@@ -82,10 +82,11 @@ def cast_column(column: pa.ChunkedArray, type_: pa.DataType) -> pa.ChunkedArray:
 
 
 def json_spelling(value: Any) -> str | None:
-    """``value`` as a string: strings unchanged, null stays null, anything else as JSON."""
+    """``value`` as a string: strings unchanged, null stays null, anything else as JSON (object
+    keys sorted)."""
     if value is None or isinstance(value, str):
         return value
-    return orjson.dumps(_plain(value), default=str).decode()
+    return orjson.dumps(_plain(value), default=str, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def _plain(value: Any) -> Any:
