@@ -179,3 +179,21 @@ def test_exact_dedup_over_shards_with_different_columns(inputs, tmp_path, dask_s
     assert table.num_rows == len(DOCS)
     assert sorted(pq.read_table(run / "rejected" / "exact_dedup").column("id").to_pylist()) == \
         sorted(f"copy-{r['id']}" for r in records[:5])
+
+
+def test_row_groups_of_thousands_of_rows_do_not_depend_on_batching(tmp_path):
+    """Parquet cuts pages every 1024 rows of each chunk it is given: a row group is written
+    from one contiguous table, so batches of 16 KiB and one batch give the same bytes."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    records = [{"id": f"doc-{i:05d}", "n": i,
+                "text": DOCS[i % len(DOCS)]["text"][i % 300:i % 300 + 100 + i % 400]}
+               for i in range(4000)]
+    _write_jsonl(folder / "many.jsonl", records)
+    outputs = []
+    for batch_bytes in (32 << 20, 16 << 10):
+        run = tmp_path / f"run-{batch_bytes}"
+        Pipeline([ReadJsonl(path=f"{folder}/*.jsonl"), WriteParquet()], name="many",
+                 batch_bytes=batch_bytes).run(output=run, executor="local", progress=False)
+        outputs.append((run / "write_parquet" / "part-00000.parquet").read_bytes())
+    assert outputs[0] == outputs[1]
