@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -72,30 +73,6 @@ def id_fractions(ids: pa.ChunkedArray | pa.Array | list[str], seed: int) -> np.n
                        dtype=np.uint64, count=len(values)) / np.float64(2**64)
 
 
-def concat(tables: list[pa.Table]) -> pa.Table:
-    """Concatenate tables whose schemas may differ a little (missing columns, null vs typed)."""
-    if len(tables) == 1:
-        return tables[0]
-    return pa.concat_tables(tables, promote_options="permissive")
-
-
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Cast ``table`` to ``schema``: missing columns become nulls, column order follows ``schema``.
-
-    Raises ``pa.ArrowInvalid``/``pa.ArrowTypeError`` when a column cannot be cast or ``table`` has
-    a column the schema lacks.
-    """
-    extra = set(table.column_names) - set(schema.names)
-    if extra:
-        raise pa.ArrowInvalid(f"unexpected columns {sorted(extra)} (schema has {schema.names})")
-    columns = [
-        table.column(f.name).cast(f.type) if f.name in table.column_names
-        else pa.nulls(table.num_rows, f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
 @dataclass(frozen=True)
 class Shard:
     """One unit of input work, defined by the input listing (not by the cluster)."""
@@ -113,7 +90,8 @@ class Shard:
 
 @dataclass
 class SourceBatch:
-    """Rows read from a shard plus the records that could not be read."""
+    """Rows read from a shard, the records that could not be read, and notes (``id_converted``)."""
 
     table: pa.Table
     failed: list[Failure] = field(default_factory=list)
+    notes: Counter = field(default_factory=Counter)  # what the reader changed, counted

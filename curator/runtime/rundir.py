@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +102,41 @@ class RunDir:
     def commit(self, pending: list[tuple[Path, Path]], manifest: dict, segment: int) -> dict:
         """Rename a shard's temporary files into place, then write its manifest (last)."""
         commit_files(pending)
-        files = []
-        for _, final in pending:
-            files.append({"path": str(final.relative_to(self.root)) if final.is_relative_to(
-                self.root) else str(final), "bytes": final.stat().st_size,
-                "xxh3_128": checksum(final)})
+        files = [{"path": self._recorded(final), **_facts(final)} for _, final in pending]
         manifest = {**manifest, "files": files}
         write_json_atomic(self.manifest_path(segment, manifest["part"]), manifest)
         return manifest
+
+    def replace_committed(self, replacements: Iterable[tuple[Path, Path]]) -> None:
+        """Put each temporary file in place of the committed file it rewrites. The manifest that
+        records the file gets its new size and checksum first, then the rename: a run killed
+        between the two finds the old file (its size no longer matches, or it is rewritten
+        again), never a new file with facts that do not match."""
+        owners: dict[str, Path] | None = None
+        for tmp, final in replacements:
+            if owners is None:
+                owners = self._owners()
+            owner = owners.get(self._recorded(final))
+            if owner is not None:
+                manifest = json.loads(owner.read_text(encoding="utf-8"))
+                for file in manifest["files"]:
+                    if file["path"] == self._recorded(final):
+                        file.update(_facts(tmp))
+                write_json_atomic(owner, manifest)
+            os.replace(tmp, final)
+
+    def _owners(self) -> dict[str, Path]:
+        """Each committed file, as manifests name it → the manifest that records it."""
+        owners = {}
+        for path in sorted((self.root / MANIFESTS).glob("segment-*/part-*.json")):
+            for file in json.loads(path.read_text(encoding="utf-8")).get("files", []):
+                owners[file["path"]] = path
+        return owners
+
+    def _recorded(self, path: Path) -> str:
+        """How a manifest names ``path``: relative to the run directory when inside it."""
+        return str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
+
+
+def _facts(path: Path) -> dict[str, Any]:
+    return {"bytes": path.stat().st_size, "xxh3_128": checksum(path)}

@@ -16,6 +16,7 @@ from curator.runtime.executors import ExecutorPool
 from curator.runtime.phases import PhaseContext
 from curator.runtime.progress import ProgressReporter
 from curator.runtime.rundir import RunDir
+from curator.runtime.schemas import unify_segment
 from curator.runtime.shard_task import ShardTask, run_shard_task
 from curator.runtime.stats import write_stats
 from curator.stages.base import Sink, Source, Stage
@@ -87,6 +88,7 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
             ran += len(new)
             manifests[segment.index] = sorted([*done.values(), *new], key=lambda m: m["part"])
             extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
+            unify_segment(run_dir, segment, keep)
             if keep:
                 shards = [Shard(i, str(run_dir.work_dir(segment.index) / f"{s.part}.parquet"),
                                 label=s.part, source=s.source) for i, s in enumerate(shards)]

@@ -96,13 +96,30 @@ class _ShardOutputs:
         self.task, self.run_dir, self.ctx = task, run_dir, ctx
         self.rejected: dict[str, ParquetPartWriter] = {}
         self.errors: dict[str, Any] = {}
+        self.columns: dict[str, set[pa.Schema]] = {}  # of batches before a stage's first removal
+
+    def note(self, stage: str, batch: pa.Table, writer: SinkWriter | None = None) -> None:
+        """The columns of a batch that reached ``stage``: its writer and its rejected documents
+        get them all, even from batches without rows for them, so that a shard's schema does not
+        depend on how it was batched."""
+        if writer is not None:
+            writer.write(batch.slice(0, 0), None)
+        if self.task.rejected != "documents" or not batch.num_columns:
+            return
+        schema = batch.schema.append(pa.field(REASON, pa.string()))
+        if stage in self.rejected:
+            self.rejected[stage].write(schema.empty_table())
+        else:
+            self.columns.setdefault(stage, set()).add(schema)
 
     def reject(self, stage: str, removed: pa.Table) -> None:
         if self.task.rejected == "ids":
             removed = removed.select([ID, REASON])
         if stage not in self.rejected:
             path = self.ctx.temporary_for(self.run_dir.rejected_path(stage, self.task.shard.part))
-            self.rejected[stage] = ParquetPartWriter(path, INTERMEDIATE_ROW_GROUP, "zstd", stage)
+            self.rejected[stage] = ParquetPartWriter(path, INTERMEDIATE_ROW_GROUP, "zstd")
+            for schema in self.columns.pop(stage, ()):
+                self.rejected[stage].write(schema.empty_table())
         for failure in self.rejected[stage].write(removed):
             self.fail(stage, [failure])
 
@@ -160,7 +177,7 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
     if task.keep_intermediate:
         final = run_dir.work_dir(task.segment) / f"{task.shard.part}.parquet"
         intermediate = ParquetPartWriter(temporary_for(final, pending), INTERMEDIATE_ROW_GROUP,
-                                         "zstd", "intermediate")
+                                         "zstd")
     rows_out = 0
     started = time.perf_counter()
     for batch in _batches(task, source):
@@ -170,17 +187,19 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
             count.n_in += batch.table.num_rows + len(batch.failed)
             count.kept += batch.table.num_rows
             count.failed += len(batch.failed)
+            count.notes.update(batch.notes)
             count.seconds += time.perf_counter() - started
             if batch.failed:
                 outputs.fail(task.stages[0][0], batch.failed)
             table = with_source(table, source_name)
         for name, stage in batch_stages:
-            if table.num_rows == 0:
-                break
+            if table.num_rows == 0:  # emptied: the stage's files still get its columns
+                outputs.note(name, table, writers.get(name))
+                continue
             clock = time.perf_counter()
             table = _run_stage(name, stage, table, counts[name], outputs, writers.get(name))
             counts[name].seconds += time.perf_counter() - clock
-        if intermediate is not None and table.num_rows:
+        if intermediate is not None:
             for failure in intermediate.write(table):
                 raise CurationError(f"intermediate write failed: {failure.error}")
         rows_out += table.num_rows
@@ -201,6 +220,7 @@ def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
                outputs: _ShardOutputs, writer: SinkWriter | None) -> pa.Table:
     """Apply one stage to a batch, count the outcome, route removed and failed rows."""
     count.n_in += table.num_rows
+    outputs.note(name, table)
     result = _isolate(stage, table, name)
     if writer is not None:
         write_failures = writer.write(result.kept, result.payload)

@@ -144,6 +144,11 @@ class ExactDedup(DatasetStage):
 
     def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
         started = time.perf_counter()
+        if self.score_field and parts:
+            columns = pq.read_schema(parts[0]).names  # the parts share one schema
+            if self.score_field not in columns:
+                raise ValueError(f"{ctx.stage_name}: score_field {self.score_field!r} is not a "
+                                 f"column of the dataset (columns: {', '.join(columns)})")
         work = str(ctx.work_dir)
         buckets = self.buckets or max(1, len(parts))
         keys = [f"part-{i:05d}" for i in range(len(parts))]
