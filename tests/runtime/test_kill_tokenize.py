@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from curator.tokenizers.training import train_bpe
+from curator.tokenization.training import train_bpe
 from tests.conftest import SAMPLE, assert_accounting
 from tests.runtime import killing
 
