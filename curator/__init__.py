@@ -12,6 +12,12 @@ from typing import Any
 _EXPORTS = {
     "Pipeline": "curator.pipeline",
     "ExecutorConfig": "curator.pipeline",
+    "Source": "curator.stages.base",
+    "BatchStage": "curator.stages.base",
+    "Filter": "curator.stages.base",
+    "Sink": "curator.stages.base",
+    "DatasetStage": "curator.stages.base",
+    "BatchResult": "curator.batch",
     "ReadJsonl": "curator.io.jsonl",
     "WriteJsonl": "curator.io.jsonl",
     "ReadParquet": "curator.io.parquet",

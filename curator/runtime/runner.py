@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from curator.pipeline import Pipeline, Segment
-from curator.runtime.executors import Executor, make_executor
+from curator.plugins import load_imports
+from curator.runtime.executors import DaskExecutor, Executor, make_executor
 from curator.runtime.phases import DatasetContext
 from curator.runtime.progress import ProgressReporter
 from curator.runtime.rundir import RunDir
@@ -54,8 +55,13 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
     ran = skipped = 0
     executor_kind = executor or config.type
     processes = config.processes if config.processes is not None else pipeline.holds_gil()
+    imports = load_imports(pipeline.imports)
     with make_executor(executor_kind, workers or config.workers, scheduler or config.scheduler,
                        scheduler_file or config.scheduler_file, processes) as ex:
+        if imports and isinstance(ex, DaskExecutor):
+            from curator.runtime.worker_imports import import_on_cluster
+
+            import_on_cluster(ex.client, imports)
         for segment in plan.segments:
             if segment.kind == "dataset":
                 name, stage = segment.stages[0]

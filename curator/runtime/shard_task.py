@@ -14,14 +14,11 @@ import pyarrow.compute as pc
 from curator.batch import ID, REASON, BatchResult, Failure
 from curator.io.parquet import _ParquetWriter, read_parquet_batches
 from curator.io.records import ColumnMap
+from curator.runtime.errors import CurationError
 from curator.runtime.rundir import RunDir
 from curator.stages.base import BatchStage, Shard, ShardContext, Sink, SinkWriter, Source
 
 INTERMEDIATE_ROW_GROUP = 10_000
-
-
-class CurationError(RuntimeError):
-    """A record failed and the pipeline says ``on_error: fail``."""
 
 
 @dataclass
