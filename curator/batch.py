@@ -25,6 +25,7 @@ class Failure:
     offset: int | None = None
     id: str | None = None
     excerpt: str | None = None
+    reason: str | None = None  # a one-word cause where there is one: timeout, worker_died, ...
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}

@@ -70,9 +70,11 @@ def test_a_stage_from_a_module_name(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     pipeline = parse_pipeline(textwrap.dedent("""
         imports: [pkg_for_plugins.digits]
+        max_failed_fraction: 0.05
         stages: [{type: read_jsonl, path: x.jsonl}, {type: test_no_digits_mod}]
     """))
     assert type(pipeline.stages[1]).__module__ == "pkg_for_plugins.digits"
+    assert pipeline.max_failed_fraction == 0.05
     assert parse_pipeline(pipeline.to_yaml()) == pipeline
 
 

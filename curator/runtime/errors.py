@@ -4,4 +4,4 @@ from __future__ import annotations
 
 
 class CurationError(RuntimeError):
-    """A record failed and the pipeline says ``on_error: fail``."""
+    """A record failed and the pipeline says ``on_error: fail``, or a stage is over its budget."""

@@ -120,7 +120,8 @@ def _run_segment(ex: Executor, segment: Segment, shards: list[Shard], run_dir: R
                  n_segments: int) -> tuple[dict[str, dict], list[dict]]:
     done = run_dir.completed(segment.index, fingerprint)
     tasks = [ShardTask(segment.index, segment.stages, shard, str(run_dir.root), fingerprint,
-                       pipeline.on_error, pipeline.rejected, pipeline.batch_bytes, keep)
+                       pipeline.on_error, pipeline.rejected, pipeline.batch_bytes, keep,
+                       pipeline.max_failed_fraction)
              for shard in shards if shard.part not in done]
     reporter.start(f"segment {segment.index + 1}/{n_segments}", len(shards), len(done))
     new = []

@@ -11,10 +11,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator.batch import ID, REASON, BatchResult, Failure
+from curator.batch import ID, REASON, Failure
 from curator.io.parquet import _ParquetWriter, read_parquet_batches
 from curator.io.records import ColumnMap
+from curator.runtime.budget import FailureBudget
 from curator.runtime.errors import CurationError
+from curator.runtime.isolation import apply_stage, sandboxed
 from curator.runtime.rundir import RunDir
 from curator.stages.base import BatchStage, Shard, ShardContext, Sink, SinkWriter, Source
 
@@ -54,6 +56,8 @@ class ShardTask:
     rejected: str
     batch_bytes: int
     keep_intermediate: bool  # write kept rows for a following dataset stage
+    max_failed_fraction: float = 0.1
+    isolate: bool = False  # run every stage in a sandbox (its worker died on this shard)
 
     @property
     def key(self) -> str:
@@ -70,25 +74,6 @@ def _prepared(stage: BatchStage) -> BatchStage:
         stage.setup()
         _PREPARED[key] = stage
     return _PREPARED[key]
-
-
-def _isolate(stage: BatchStage, batch: pa.Table, name: str) -> BatchResult:
-    """Run ``stage`` on ``batch``; if it raises, bisect to find and fail only the bad rows."""
-    try:
-        return stage.process(batch)
-    except Exception as err:  # a stage bug or a poison document: isolate it
-        if batch.num_rows <= 1:
-            ids = batch.column(ID).to_pylist() if batch.num_rows else [None]
-            return BatchResult(kept=batch.slice(0, 0), failed=[
-                Failure(stage=name, error=f"{type(err).__name__}: {err}", id=ids[0])])
-    half = batch.num_rows // 2
-    left = _isolate(stage, batch.slice(0, half), name)
-    right = _isolate(stage, batch.slice(half), name)
-    removed = [r for r in (left.removed, right.removed) if r is not None and r.num_rows]
-    return BatchResult(kept=pa.concat_tables([left.kept, right.kept], promote_options="permissive"),
-                       removed=pa.concat_tables(removed, promote_options="permissive")
-                       if removed else None,
-                       failed=left.failed + right.failed)
 
 
 class _ShardOutputs:
@@ -109,6 +94,8 @@ class _ShardOutputs:
             self.fail(stage, [failure])
 
     def fail(self, stage: str, failures: list[Failure]) -> None:
+        for failure in failures:
+            failure.file = failure.file or self.task.shard.label or self.task.shard.path
         if self.task.on_error == "fail":
             first = failures[0]
             raise CurationError(f"{first.position()}: {first.error} (stage {stage!r}, "
@@ -138,8 +125,11 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
     ctx = ShardContext(run_dir=run_dir.root, stage_name="", shard=task.shard)
     first = task.stages[0][1]
     source = first if isinstance(first, Source) else None
-    batch_stages = [(name, _prepared(s)) for name, s in task.stages if not isinstance(s, Source)]
+    batch_stages = [(name, s if sandboxed(s, task.isolate) else _prepared(s))
+                    for name, s in task.stages if not isinstance(s, Source)]
     counts = {name: StageCount(name, stage.type) for name, stage in task.stages}
+    budgets = {name: FailureBudget(name, task.shard.path, task.max_failed_fraction)
+               for name, _ in batch_stages}
     outputs = _ShardOutputs(task, run_dir, ctx)
     writers: dict[str, SinkWriter] = {}
     for name, stage in batch_stages:
@@ -167,13 +157,16 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
             if table.num_rows == 0:
                 break
             clock = time.perf_counter()
-            table = _run_stage(name, stage, table, counts[name], outputs, writers.get(name))
+            table = _run_stage(name, stage, table, counts[name], outputs, writers.get(name),
+                               budgets[name], task.isolate)
             counts[name].seconds += time.perf_counter() - clock
         if intermediate is not None and table.num_rows:
             for failure in intermediate.write(table):
                 raise CurationError(f"intermediate write failed: {failure.error}")
         rows_out += table.num_rows
         started = time.perf_counter()
+    for budget in budgets.values():
+        budget.check_shard()
     sinks = {name: info for name, writer in writers.items() if (info := writer.close())}
     if intermediate is not None:
         intermediate.close()
@@ -186,10 +179,11 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
 
 
 def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
-               outputs: _ShardOutputs, writer: SinkWriter | None) -> pa.Table:
+               outputs: _ShardOutputs, writer: SinkWriter | None, budget: FailureBudget,
+               isolate: bool) -> pa.Table:
     """Apply one stage to a batch, count the outcome, route removed and failed rows."""
     count.n_in += table.num_rows
-    result = _isolate(stage, table, name)
+    result = apply_stage(stage, table, name, budget, isolate)
     if writer is not None:
         write_failures = writer.write(result.kept)
         if write_failures:
@@ -204,6 +198,7 @@ def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
     if result.failed:
         count.failed += len(result.failed)
         outputs.fail(name, result.failed)
+    budget.record(table.num_rows, result.failed)
     count.kept += result.kept.num_rows
     if count.n_in != count.kept + count.removed + count.failed:
         raise AssertionError(f"stage {name!r} lost documents: in={count.n_in} kept={count.kept} "
