@@ -8,9 +8,14 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger("curator")
+
+#: Times a task is tried again after its worker died before it is reported as ``WorkerDied``
+#: (our local cluster; a cluster we join keeps its own ``distributed.scheduler.allowed-failures``).
+ALLOWED_FAILURES = 1
 
 
 def gpu_count() -> int:
@@ -27,8 +32,17 @@ def gpu_count() -> int:
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
 
 
+@dataclass
+class WorkerDied:
+    """Yielded by ``map`` in place of the result of a task whose worker process died (each time
+    the cluster retried it): the caller decides what to do with the task."""
+
+    task: Any
+
+
 class Executor:
-    """Maps a function over tasks and yields results as they complete."""
+    """Maps a function over tasks and yields results as they complete (``WorkerDied`` for a
+    task whose worker process died)."""
 
     name = "base"
 
@@ -84,7 +98,8 @@ def local_cluster(n: int, processes: bool, gpus: int):
              f" and {gpus} GPU workers (one per device)" if gpus else "")
     return SpecCluster(
         scheduler={"cls": Scheduler, "options": {"host": "127.0.0.1",
-                                                  "dashboard_address": "127.0.0.1:0"}},
+                                                  "dashboard_address": "127.0.0.1:0",
+                                                  "allowed_failures": ALLOWED_FAILURES}},
         workers=specs, silence_logs=logging.ERROR)
 
 
@@ -106,16 +121,21 @@ class DaskExecutor(Executor):
         log.info("Dask dashboard: %s", self.client.dashboard_link)
 
     def map(self, fn, tasks, keys, resources):
-        from distributed import as_completed
+        from distributed import KilledWorker, as_completed
 
         self._check_resources(resources)
         token = uuid.uuid4().hex[:8]
         futures = [self.client.submit(fn, task, key=f"{key}-{token}", pure=False, retries=1,
                                       resources=resources or None)
                    for task, key in zip(tasks, keys, strict=True)]
+        task_of = {future.key: task for future, task in zip(futures, tasks, strict=True)}
         try:
             for future in as_completed(futures):
-                yield future.result()
+                try:
+                    result = future.result()
+                except KilledWorker:
+                    result = WorkerDied(task_of[future.key])
+                yield result
                 future.release()
         finally:
             self.client.cancel([f for f in futures if not f.done()])

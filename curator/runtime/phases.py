@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from curator.commit import write_json_atomic
+from curator.runtime.errors import CurationError
+from curator.runtime.executors import WorkerDied
 from curator.runtime.rundir import RunDir
 
 
@@ -49,7 +51,11 @@ class DatasetContext:
         finished = self.executor.map(_keyed, [(fn, t, k) for t, (_, k) in zip(run, todo,
                                                                                strict=True)],
                                      run_keys, resources or {})
-        for key, result in finished:
+        for item in finished:
+            if isinstance(item, WorkerDied):
+                raise CurationError(f"{self.stage_name}: a worker died each time it ran phase "
+                                    f"{phase!r} task {item.task[2]!r}")
+            key, result = item
             write_json_atomic(markers / f"{key}.json",
                               {"fingerprint": self.fingerprint, "result": result})
             results[key] = result

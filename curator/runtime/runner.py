@@ -15,8 +15,9 @@ from curator.plugins import load_imports
 from curator.runtime.executors import DaskExecutor, Executor, make_executor
 from curator.runtime.phases import DatasetContext
 from curator.runtime.progress import ProgressReporter
+from curator.runtime.recovery import run_shard_tasks
 from curator.runtime.rundir import RunDir
-from curator.runtime.shard_task import ShardTask, run_shard_task
+from curator.runtime.shard_task import ShardTask
 from curator.runtime.stats import write_stats
 from curator.stages.base import Shard, Sink, Source
 
@@ -126,8 +127,7 @@ def _run_segment(ex: Executor, segment: Segment, shards: list[Shard], run_dir: R
     reporter.start(f"segment {segment.index + 1}/{n_segments}", len(shards), len(done))
     new = []
     try:
-        for manifest in ex.map(run_shard_task, tasks, [t.key for t in tasks],
-                               segment.resources()):
+        for manifest in run_shard_tasks(ex, tasks, segment.resources()):
             new.append(manifest)
             reporter.advance()
     finally:

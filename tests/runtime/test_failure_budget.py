@@ -4,6 +4,8 @@ the stage, the shard and the first error. A few poison documents still fail alon
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -15,7 +17,7 @@ from curator import Pipeline, ReadJsonl, WriteParquet
 from curator.batch import BatchResult
 from curator.runtime.shard_task import CurationError
 from curator.stages.base import BatchStage
-from tests.conftest import assert_accounting
+from tests.conftest import ROOT, assert_accounting, write_shards
 
 N = 20_000
 
@@ -88,3 +90,29 @@ def test_a_shard_may_fail_up_to_max_failed_fraction(tmp_path):
     strict = Pipeline(stages, max_failed_fraction=0.05)
     with pytest.raises(CurationError, match=r"'test_explode' failed on 10 of the 100 documents"):
         strict.run(output=tmp_path / "b", executor="local", progress=False)
+
+
+def test_cli_stops_a_broken_stage_in_one_line(tmp_path):
+    inputs = tmp_path / "in"
+    write_shards(inputs, 2, with_ids=True)
+    calls = tmp_path / "calls"
+    config = tmp_path / "p.yaml"
+    config.write_text(f"""
+name: broken
+executor: {{type: dask, workers: 2}}
+imports: [{Path(__file__).with_name("fault_stages.py")}]
+stages:
+  - {{type: read_jsonl, path: "{inputs}/*.jsonl"}}
+  - {{type: test_broken, calls: "{calls}"}}
+  - {{type: write_parquet}}
+""")
+    result = subprocess.run([sys.executable, "-m", "curator.cli", "run", str(config),
+                             "--output", str(tmp_path / "run")], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if "error" in line.lower()]
+    assert line.startswith("error: stage 'test_broken' failed on 32 of 32 sampled documents of "
+                           f"shard {inputs}/shard-00"), line
+    assert line.endswith("ValueError: this stage is broken"), line
+    assert len(calls.read_bytes()) <= 2 * 33  # one whole batch and 32 samples per shard
