@@ -28,14 +28,14 @@ class ImportFailed(ValueError):
         self.index = index
 
 
-def is_file(spec: str) -> bool:
+def _is_file(spec: str) -> bool:
     """True when ``spec`` names a Python file rather than a module."""
     return spec.endswith(".py") or "/" in spec or "\\" in spec
 
 
-def resolve(spec: str, base: Path | None = None) -> str:
+def _resolve(spec: str, base: Path | None = None) -> str:
     """A file spec made absolute (relative to ``base``, else the working directory)."""
-    if not is_file(spec):
+    if not _is_file(spec):
         return spec
     path = Path(spec).expanduser()
     return str((base or Path.cwd()) / path if not path.is_absolute() else path)
@@ -43,14 +43,14 @@ def resolve(spec: str, base: Path | None = None) -> str:
 
 def load_imports(specs: list[str], base: Path | None = None) -> list[str]:
     """Import each spec once per process; return them resolved. Raises ``ImportFailed``."""
-    resolved = [resolve(spec, base) for spec in specs]
+    resolved = [_resolve(spec, base) for spec in specs]
     for index, spec in enumerate(resolved):
         if spec in _LOADED:
             continue
-        if is_file(spec) and not Path(spec).is_file():
+        if _is_file(spec) and not Path(spec).is_file():
             raise ImportFailed(index, f"imports: {specs[index]}: no such file ({spec})")
         try:
-            _load_file(spec) if is_file(spec) else importlib.import_module(spec)
+            _load_file(spec) if _is_file(spec) else importlib.import_module(spec)
         except Exception as err:  # any error in third-party code becomes one located line
             raise ImportFailed(index, _describe(specs[index], spec, err)) from None
         _LOADED.append(spec)
@@ -62,7 +62,7 @@ def loaded_imports() -> list[str]:
     return list(_LOADED)
 
 
-def module_name(path: str) -> str:
+def _module_name(path: str) -> str:
     """The module name a file is loaded under: its stem and a digest of its absolute path."""
     stem = re.sub(r"\W", "_", Path(path).stem)
     digest = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:10]
@@ -70,7 +70,7 @@ def module_name(path: str) -> str:
 
 
 def _load_file(path: str) -> None:
-    name = module_name(path)
+    name = _module_name(path)
     if name in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(name, path)
@@ -89,7 +89,7 @@ def _describe(given: str, spec: str, err: Exception) -> str:
     where = given
     if isinstance(err, SyntaxError) and err.lineno:
         where = f"{given}:{err.lineno}"
-    elif is_file(spec):
+    elif _is_file(spec):
         lines = [f.lineno for f in traceback.extract_tb(err.__traceback__)
                  if Path(f.filename) == Path(spec)]
         where = f"{given}:{lines[-1]}" if lines else given
