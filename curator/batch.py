@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ class Failure:
     offset: int | None = None
     id: str | None = None
     excerpt: str | None = None
+    reason: str | None = None  # a one-word cause where there is one: timeout, worker_died, ...
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -95,3 +97,30 @@ class SourceBatch:
     table: pa.Table
     failed: list[Failure] = field(default_factory=list)
     notes: Counter = field(default_factory=Counter)  # what the reader changed, counted
+
+
+def concat(tables: list[pa.Table]) -> pa.Table:
+    """Concatenate tables whose schemas may differ a little (missing columns, null vs typed)."""
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables,
+                                                               promote_options="permissive")
+
+
+def join_results(results: list[BatchResult], empty: pa.Table,
+                 join_payloads: Callable[[list[Any]], Any] | None = None) -> BatchResult:
+    """One result from the results of consecutive pieces of a batch, in row order (``empty``:
+    the batch's zero-row slice, for when no piece kept anything)."""
+    kept = [r.kept for r in results if r.kept.num_rows]
+    removed = [r.removed for r in results if r.removed is not None and r.removed.num_rows]
+    rules: dict[str, int] = {}
+    for r in results:
+        for reason, n in r.rule_failures.items():
+            rules[reason] = rules.get(reason, 0) + n
+    names = {k for r in results for k in r.scores}
+    scores = {k: pa.concat_arrays([r.scores[k] for r in results if k in r.scores])
+              for k in sorted(names)}
+    payloads = [r.payload for r in results if r.payload is not None]
+    return BatchResult(kept=concat(kept) if kept else empty,
+                       removed=concat(removed) if removed else None,
+                       failed=[f for r in results for f in r.failed],
+                       payload=join_payloads(payloads) if join_payloads and payloads else None,
+                       rule_failures=rules, scores=scores)

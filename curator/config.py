@@ -10,6 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from curator.pipeline import PipelineModel, resolve_names
+from curator.plugins import ImportFailed, load_imports
 from curator.stages.base import Stage, stage_class, stage_types
 
 Path_ = tuple[Any, ...]
@@ -121,6 +122,8 @@ def _validate(data: dict, located: _Located, model: type[M]) -> M:
     for i, raw in enumerate(raw_stages):
         if not isinstance(raw, dict) or "type" not in raw:
             raise located.error(("stages", i), "each stage must be a mapping with a 'type'")
+    if "imports" in data:
+        data["imports"] = _imports(data["imports"], located)
     names = _stage_names(raw_stages)
     stages = [_build_stage(raw, i, names[i], located) for i, raw in enumerate(raw_stages)]
     try:
@@ -130,6 +133,17 @@ def _validate(data: dict, located: _Located, model: type[M]) -> M:
         path = tuple(first["loc"])
         raise located.error(path, f"{'.'.join(map(str, path)) or 'pipeline'}: {first['msg']}") \
             from None
+
+
+def _imports(raw: Any, located: _Located) -> list[str]:
+    """Import the modules of third-party stages (files relative to the YAML file)."""
+    if not isinstance(raw, list) or not all(isinstance(i, str) for i in raw):
+        raise located.error(("imports",), "'imports' must be a list of Python files or modules")
+    source = Path(located.source)
+    try:
+        return load_imports(raw, source.resolve().parent if source.is_file() else None)
+    except ImportFailed as err:
+        raise located.error(("imports", err.index), str(err)) from None
 
 
 def _build_stage(raw: dict, index: int, name: str, located: _Located) -> Stage:

@@ -44,6 +44,12 @@ class PipelineModel(BaseModel):
     rejected: Literal["ids", "documents"] = Field(
         "ids", description="What rejected/<stage>/ keeps of removed documents.")
     batch_bytes: int = Field(32 << 20, gt=0, description="Target size of a batch in bytes.")
+    max_failed_fraction: float = Field(
+        0.1, ge=0, le=1, description="A stage that fails more of a shard's documents than this "
+        "stops the run, naming itself (1: never).")
+    imports: list[str] = Field(
+        default_factory=list, description="Modules defining third-party stages: Python files "
+        "(relative to the YAML file) or dotted module names, imported on the driver and workers.")
     stages: list[SerializeAsAny[Stage]]
 
     def __init__(self, stages: list[Stage] | None = None, /, **data: Any) -> None:

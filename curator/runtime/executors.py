@@ -8,9 +8,14 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger("curator")
+
+#: Times a task is tried again after its worker died before it is reported as ``WorkerDied``
+#: (our local cluster; a cluster we join keeps its own ``distributed.scheduler.allowed-failures``).
+ALLOWED_FAILURES = 1
 
 
 def gpu_count() -> int:
@@ -27,8 +32,17 @@ def gpu_count() -> int:
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
 
 
+@dataclass
+class WorkerDied:
+    """Yielded by ``map`` in place of the result of a task whose worker process died (each time
+    the cluster retried it): the caller decides what to do with the task."""
+
+    task: Any
+
+
 class Executor:
-    """Maps a function over tasks and yields results as they complete."""
+    """Maps a function over tasks and yields results as they complete (``WorkerDied`` for a
+    task whose worker process died)."""
 
     name = "base"
 
@@ -88,7 +102,8 @@ def local_cluster(n: int, processes: bool, gpus: int):
              f" and {gpus} GPU workers (one per device)" if gpus else "")
     return SpecCluster(
         scheduler={"cls": Scheduler, "options": {"host": "127.0.0.1",
-                                                  "dashboard_address": "127.0.0.1:0"}},
+                                                  "dashboard_address": "127.0.0.1:0",
+                                                  "allowed_failures": ALLOWED_FAILURES}},
         workers=specs, silence_logs=logging.ERROR)
 
 
@@ -110,16 +125,21 @@ class DaskExecutor(Executor):
         log.info("Dask dashboard: %s", self.client.dashboard_link)
 
     def map(self, fn, tasks, keys, resources):
-        from distributed import as_completed
+        from distributed import KilledWorker, as_completed
 
         self._check_resources(resources)
         token = uuid.uuid4().hex[:8]
         futures = [self.client.submit(fn, task, key=f"{key}-{token}", pure=False, retries=1,
                                       resources=resources or None)
                    for task, key in zip(tasks, keys, strict=True)]
+        task_of = {future.key: task for future, task in zip(futures, tasks, strict=True)}
         try:
             for future in as_completed(futures):
-                yield future.result()
+                try:
+                    result = future.result()
+                except KilledWorker:
+                    result = WorkerDied(task_of[future.key])
+                yield result
                 future.release()
         finally:
             self.client.cancel([f for f in futures if not f.done()])
@@ -184,9 +204,11 @@ class ExecutorPool:
     (``processes`` set: every segment on that kind). A joined cluster serves every segment."""
 
     def __init__(self, kind: str, workers: int | None, scheduler: str | None,
-                 scheduler_file: str | None, processes: bool | None) -> None:
+                 scheduler_file: str | None, processes: bool | None,
+                 imports: list[str] | None = None) -> None:
         self.kind, self.workers, self.processes = kind, workers, processes
         self.scheduler, self.scheduler_file = scheduler, scheduler_file
+        self.imports = imports or []
         self._started: dict[bool, Executor] = {}
 
     def get(self, holds_gil: bool) -> Executor:
@@ -195,8 +217,13 @@ class ExecutorPool:
         processes = True if shared else (self.processes if self.processes is not None
                                          else holds_gil)
         if processes not in self._started:
-            self._started[processes] = make_executor(self.kind, self.workers, self.scheduler,
-                                                     self.scheduler_file, processes)
+            executor = make_executor(self.kind, self.workers, self.scheduler,
+                                     self.scheduler_file, processes)
+            if self.imports and isinstance(executor, DaskExecutor):
+                from curator.runtime.worker_imports import import_on_cluster
+
+                import_on_cluster(executor.client, self.imports)
+            self._started[processes] = executor
         return self._started[processes]
 
     def offers(self, resource: str) -> bool:

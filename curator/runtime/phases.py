@@ -19,6 +19,8 @@ import xxhash
 from curator.batch import ID, REASON
 from curator.commit import commit_files, temporary_for, write_json_atomic
 from curator.counts import StageCount
+from curator.runtime.errors import CurationError
+from curator.runtime.executors import WorkerDied
 from curator.runtime.rundir import RunDir
 from curator.stages.context import Decide
 
@@ -55,7 +57,11 @@ class PhaseContext:
         run_keys = [f"{self.stage_name}-{phase}-{key}" for _, key in todo]
         finished = self.executor.map(_keyed, [(fn, task, key) for task, key in todo],
                                      run_keys, resources or {})
-        for key, result in finished:
+        for item in finished:
+            if isinstance(item, WorkerDied):
+                raise CurationError(f"{self.stage_name}: a worker died each time it ran phase "
+                                    f"{phase!r} task {item.task[2]!r}")
+            key, result = item
             write_json_atomic(markers / f"{key}.json",
                               {"fingerprint": self.fingerprint, "result": result})
             results[key] = result

@@ -12,12 +12,14 @@ from typing import Any
 
 from curator.batch import Shard
 from curator.pipeline import PipelineModel, Segment
+from curator.plugins import load_imports
 from curator.runtime.executors import ExecutorPool
 from curator.runtime.phases import PhaseContext
 from curator.runtime.progress import ProgressReporter
+from curator.runtime.recovery import run_shard_tasks
 from curator.runtime.rundir import RunDir
 from curator.runtime.schemas import unify_segment
-from curator.runtime.shard_task import ShardTask, run_shard_task
+from curator.runtime.shard_task import ShardTask
 from curator.runtime.stats import write_stats
 from curator.stages.base import Sink, Source, Stage
 
@@ -65,9 +67,10 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
     manifests: dict[int, list[dict]] = {}
     extras: dict[str, dict[str, Any]] = {}
     ran = skipped = 0
+    imports = load_imports(pipeline.imports)
     with ExecutorPool(executor or config.type, workers or config.workers,
                       scheduler or config.scheduler, scheduler_file or config.scheduler_file,
-                      config.processes) as pool:
+                      config.processes, imports) as pool:
         gpus = pool.offers("GPU")
         for segment in plan.segments:
             segment = Segment(segment.index, segment.kind,
@@ -132,13 +135,12 @@ def _run_segment(ex: Any, segment: Segment, shards: list[Shard], run_dir: RunDir
     done = run_dir.completed(segment.index, fingerprint)
     tasks = [ShardTask(segment.index, _task_stages(segment, shard), shard, str(run_dir.root),
                        fingerprint, pipeline.on_error, pipeline.rejected, pipeline.batch_bytes,
-                       keep)
+                       keep, pipeline.max_failed_fraction)
              for shard in shards if shard.part not in done]
     reporter.start(f"segment {segment.index + 1}/{n_segments}", len(shards), len(done))
     new = []
     try:
-        for manifest in ex.map(run_shard_task, tasks, [t.key for t in tasks],
-                               segment.resources()):
+        for manifest in run_shard_tasks(ex, tasks, segment.resources()):
             new.append(manifest)
             reporter.advance()
     finally:

@@ -10,19 +10,18 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator.batch import ID, REASON, SOURCE, BatchResult, Failure
+from curator.batch import ID, REASON, SOURCE, Failure
 from curator.commit import temporary_for
 from curator.counts import StageCount
 from curator.io.parquet import ParquetPartWriter, read_parquet_batches
 from curator.io.records import ColumnMap
+from curator.runtime.budget import FailureBudget
+from curator.runtime.errors import CurationError
+from curator.runtime.isolation import apply_stage, sandboxed
 from curator.runtime.rundir import RunDir
 from curator.stages.base import BatchStage, Filter, Shard, ShardContext, Sink, SinkWriter, Source
 
 INTERMEDIATE_ROW_GROUP = 10_000
-
-
-class CurationError(RuntimeError):
-    """A record failed and the pipeline says ``on_error: fail``."""
 
 
 @dataclass
@@ -38,6 +37,8 @@ class ShardTask:
     rejected: str
     batch_bytes: int
     keep_intermediate: bool  # write kept rows for a following dataset stage
+    max_failed_fraction: float = 0.1
+    isolate: bool = False  # run every stage in a sandbox (its worker died on this shard)
 
     @property
     def key(self) -> str:
@@ -54,39 +55,6 @@ def _prepared(stage: BatchStage) -> BatchStage:
         stage.setup()
         _PREPARED[key] = stage
     return _PREPARED[key]
-
-
-def _isolate(stage: BatchStage, batch: pa.Table, name: str) -> BatchResult:
-    """Run ``stage`` on ``batch``; if it raises, bisect to find and fail only the bad rows."""
-    try:
-        return stage.process(batch)
-    except Exception as err:  # a stage bug or a poison document: isolate it
-        if batch.num_rows <= 1:
-            ids = batch.column(ID).to_pylist() if batch.num_rows else [None]
-            return BatchResult(kept=batch.slice(0, 0), failed=[
-                Failure(stage=name, error=f"{type(err).__name__}: {err}", id=ids[0])])
-    half = batch.num_rows // 2
-    return _joined(stage, [_isolate(stage, batch.slice(0, half), name),
-                           _isolate(stage, batch.slice(half), name)])
-
-
-def _joined(stage: BatchStage, results: list[BatchResult]) -> BatchResult:
-    """One result from the results of consecutive pieces of a batch."""
-    kept = [r.kept for r in results if r.kept.num_rows] or [results[0].kept]
-    removed = [r.removed for r in results if r.removed is not None and r.removed.num_rows]
-    rules: dict[str, int] = {}
-    for r in results:
-        for reason, n in r.rule_failures.items():
-            rules[reason] = rules.get(reason, 0) + n
-    scores = {k: pa.concat_arrays([r.scores[k] for r in results if k in r.scores])
-              for k in results[0].scores}
-    payloads = [r.payload for r in results if r.payload is not None]
-    return BatchResult(
-        kept=pa.concat_tables(kept, promote_options="permissive"),
-        removed=pa.concat_tables(removed, promote_options="permissive") if removed else None,
-        failed=[f for r in results for f in r.failed],
-        payload=stage.join_payloads(payloads) if isinstance(stage, Sink) and payloads else None,
-        rule_failures=rules, scores=scores)
 
 
 class _ShardOutputs:
@@ -124,6 +92,8 @@ class _ShardOutputs:
             self.fail(stage, [failure])
 
     def fail(self, stage: str, failures: list[Failure]) -> None:
+        for failure in failures:
+            failure.file = failure.file or self.task.shard.label or self.task.shard.path
         if self.task.on_error == "fail":
             first = failures[0]
             raise CurationError(f"{first.position()}: {first.error} (stage {stage!r}, "
@@ -167,8 +137,11 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
     first = task.stages[0][1]
     source = first if isinstance(first, Source) else None
     source_name = (first.source or task.stages[0][0]) if source is not None else ""
-    batch_stages = [(name, _prepared(s)) for name, s in task.stages if not isinstance(s, Source)]
+    batch_stages = [(name, s if sandboxed(s, task.isolate) else _prepared(s))
+                    for name, s in task.stages if not isinstance(s, Source)]
     counts = {name: StageCount(name, stage.type) for name, stage in task.stages}
+    budgets = {name: FailureBudget(name, task.shard.path, task.max_failed_fraction)
+               for name, _ in batch_stages}
     outputs = _ShardOutputs(task, run_dir, ShardContext(run_dir.root, "", task.shard, pending))
     writers: dict[str, SinkWriter] = {
         name: stage.open(ShardContext(run_dir.root, name, task.shard, pending))
@@ -197,13 +170,16 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
                 outputs.note(name, table, writers.get(name))
                 continue
             clock = time.perf_counter()
-            table = _run_stage(name, stage, table, counts[name], outputs, writers.get(name))
+            table = _run_stage(name, stage, table, counts[name], outputs, writers.get(name),
+                               budgets[name], task.isolate)
             counts[name].seconds += time.perf_counter() - clock
         if intermediate is not None:
             for failure in intermediate.write(table):
                 raise CurationError(f"intermediate write failed: {failure.error}")
         rows_out += table.num_rows
         started = time.perf_counter()
+    for budget in budgets.values():
+        budget.check_shard()
     sinks = {name: info for name, writer in writers.items() if (info := writer.close())}
     if intermediate is not None:
         intermediate.close()
@@ -217,11 +193,12 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
 
 
 def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
-               outputs: _ShardOutputs, writer: SinkWriter | None) -> pa.Table:
+               outputs: _ShardOutputs, writer: SinkWriter | None, budget: FailureBudget,
+               isolate: bool) -> pa.Table:
     """Apply one stage to a batch, count the outcome, route removed and failed rows."""
     count.n_in += table.num_rows
     outputs.note(name, table)
-    result = _isolate(stage, table, name)
+    result = apply_stage(stage, table, name, budget, isolate)
     if writer is not None:
         write_failures = writer.write(result.kept, result.payload)
         if write_failures:
@@ -236,6 +213,7 @@ def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
     if result.failed:
         count.failed += len(result.failed)
         outputs.fail(name, result.failed)
+    budget.record(table.num_rows, result.failed)
     count.kept += result.kept.num_rows
     count.rules.update(result.rule_failures)
     if isinstance(stage, Filter):

@@ -107,6 +107,14 @@ class FileSource(Source):
 class BatchStage(Stage):
     """A per-batch stage. ``setup`` prepares unpicklable state once per worker (models)."""
 
+    timeout_s: float | None = Field(
+        None, gt=0, description="Seconds one document may take: the stage then runs in a sandbox "
+        "process, one document at a time, and a document still running when they are up fails "
+        "with reason 'timeout' (its process is killed; the others go on). Not for writers.")
+    max_document_bytes: int | None = Field(
+        None, gt=0, description="A document whose text has more bytes fails with reason "
+        "'too_large' without reaching the stage.")
+
     def setup(self) -> None:
         """Load models or other heavy state; called once per worker before the first batch."""
 
