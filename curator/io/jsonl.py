@@ -13,19 +13,16 @@ import gzip
 import mmap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.json as pj
-from pydantic import Field
 
-from curator.batch import Failure
+from curator.batch import Failure, Shard, SourceBatch
 from curator.io.records import ColumnMap, table_from_rows
 from curator.io.schema import column_order
 from curator.io.streams import DamagedInput, iter_decompressed
-from curator.stages.base import FileSource, Shard, ShardContext, Sink, SourceBatch
 
 ARROW_BLOCK = 8 << 20
 EXCERPT = 1 << 16
@@ -170,25 +167,19 @@ def _describe_json_error(line: bytes, err: orjson.JSONDecodeError) -> str:
     return f"invalid JSON: {err}"
 
 
-class ReadJsonl(FileSource):
-    """Read JSON Lines files (plain, .gz, .zst; local, http(s)://, s3://), one shard per file."""
-
-    type = "read_jsonl"
-    holds_gil = False
-
-    max_line_bytes: int = Field(512 << 20, gt=0, description="Longer lines fail and are skipped.")
-
-    def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
-        columns = ColumnMap(text_field=self.text_field, id_field=self.id_field)
-        parser = _BlockParser(self.name or self.type, shard, columns, self.max_line_bytes)
-        splitter = _LineSplitter(batch_bytes, self.max_line_bytes)
-        try:
-            for chunk in iter_decompressed(shard.path, read_size=batch_bytes):
-                yield from splitter.feed(chunk, parser)
-        except DamagedInput as damage:
-            yield from splitter.finish(parser, damage)
-        else:
-            yield from splitter.finish(parser, None)
+def read_jsonl_batches(shard: Shard, batch_bytes: int, stage: str, columns: ColumnMap,
+                       max_line_bytes: int) -> Iterator[SourceBatch]:
+    """Stream a JSONL file (plain, .gz, .zst; through fsspec) in blocks of about
+    ``batch_bytes`` of whole lines."""
+    parser = _BlockParser(stage, shard, columns, max_line_bytes)
+    splitter = _LineSplitter(batch_bytes, max_line_bytes)
+    try:
+        for chunk in iter_decompressed(shard.path, read_size=batch_bytes):
+            yield from splitter.feed(chunk, parser)
+    except DamagedInput as damage:
+        yield from splitter.finish(parser, damage)
+    else:
+        yield from splitter.finish(parser, None)
 
 
 def _newline_after(data: memoryview, start: int) -> int:
@@ -291,7 +282,9 @@ class _LineSplitter:
         return batch
 
 
-class _JsonlWriter:
+class JsonlPartWriter:
+    """One shard's JSON Lines file (plain, gzip or zstd), keys in the dataset's column order."""
+
     def __init__(self, path: Path, compression: str) -> None:
         raw = open(path, "wb")  # noqa: SIM115 (closed in close())
         if compression == "gzip":
@@ -313,17 +306,3 @@ class _JsonlWriter:
         self._out.close()
         if not self._raw.closed:
             self._raw.close()
-
-
-class WriteJsonl(Sink):
-    """Write kept documents as JSON Lines, one ``part-NNNNN.jsonl[.gz|.zst]`` per shard."""
-
-    type = "write_jsonl"
-
-    path: str | None = Field(None, description="Output directory; default <output>/<stage name>.")
-    compression: Literal["none", "gzip", "zstd"] = "none"
-
-    def open(self, ctx: ShardContext) -> _JsonlWriter:
-        suffix = {"none": "", "gzip": ".gz", "zstd": ".zst"}[self.compression]
-        final = self.output_dir(ctx.run_dir, ctx.stage_name) / f"{ctx.shard.part}.jsonl{suffix}"
-        return _JsonlWriter(ctx.temporary_for(final), self.compression)

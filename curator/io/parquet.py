@@ -6,32 +6,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import Field
 
-from curator.batch import ID, TEXT, Failure
+from curator.batch import ID, TEXT, Failure, Shard, SourceBatch
 from curator.io.files import open_binary
 from curator.io.records import ColumnMap
 from curator.io.schema import conform, unified_schema
-from curator.runtime.rundir import RunDir
-from curator.stages.base import FileSource, Shard, ShardContext, Sink, SourceBatch
-
-
-class ReadParquet(FileSource):
-    """Read Parquet files (local, http(s)://, s3://), one shard per file."""
-
-    type = "read_parquet"
-    holds_gil = False
-
-    columns: list[str] | None = Field(None, description="Columns to read; default all.")
-
-    def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
-        yield from read_parquet_batches(shard, batch_bytes, self.name or self.type,
-                                        ColumnMap(self.text_field, self.id_field), self.columns)
 
 
 def read_parquet_batches(shard: Shard, batch_bytes: int, stage: str, columns: ColumnMap,
@@ -148,41 +131,14 @@ def write_parquet(path: Path, schema: pa.Schema, row_groups: Iterable[pa.Table],
             _write_group(writer, group)
 
 
-def unify_parts(paths: list[Path], compression: str, run_dir: RunDir) -> None:
-    """Give the committed parts of one dataset one schema, the ``unified_schema`` of their
-    footers, so that their folder reads as one table: the parts whose schema differs are
-    rewritten, row group by row group, and replace their committed files with their manifests
-    (``RunDir.replace_committed``). Idempotent: a run killed here converges on the same bytes."""
+def unify_parts(paths: list[Path], compression: str) -> Iterator[tuple[Path, Path]]:
+    """Give the parts of one dataset one schema, the ``unified_schema`` of their footers, so
+    that their folder reads as one table: each part whose schema differs is rewritten, row group
+    by row group, to a temporary file; yields (temporary, part) for the caller to put in place."""
     schemas = [pq.read_schema(p) for p in paths]
     target = unified_schema(schemas)
-
-    def rewritten() -> Iterator[tuple[Path, Path]]:
-        for path, schema in zip(paths, schemas, strict=True):
-            if not schema.equals(target):
-                tmp = path.with_name(f".{path.name}.tmp")
-                write_parquet(tmp, target, _row_groups([path], target), compression)
-                yield tmp, path
-
-    run_dir.replace_committed(rewritten())
-
-
-class WriteParquet(Sink):
-    """Write kept documents to Parquet, one ``part-NNNNN.parquet`` per shard."""
-
-    type = "write_parquet"
-    holds_gil = False
-
-    path: str | None = Field(None, description="Output directory; default <output>/<stage name>.")
-    compression: Literal["snappy", "zstd", "gzip", "lz4", "none"] = "snappy"
-    row_group_rows: int = Field(10_000, gt=0, description="Rows per row group.")
-
-    def open(self, ctx: ShardContext) -> ParquetPartWriter:
-        final = self.output_dir(ctx.run_dir, ctx.stage_name) / f"{ctx.shard.part}.parquet"
-        return ParquetPartWriter(ctx.temporary_for(final), self.row_group_rows, self.compression)
-
-    def finalize(self, run_dir: Path, stage_name: str,
-                 shard_infos: list[dict[str, Any]]) -> dict[str, Any]:
-        """One schema for every part (a shard without some column gets it as nulls)."""
-        parts = sorted(self.output_dir(run_dir, stage_name).glob("part-*.parquet"))
-        unify_parts(parts, self.compression, RunDir(run_dir))
-        return {}
+    for path, schema in zip(paths, schemas, strict=True):
+        if not schema.equals(target):
+            tmp = path.with_name(f".{path.name}.tmp")
+            write_parquet(tmp, target, _row_groups([path], target), compression)
+            yield tmp, path

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from curator.batch import BatchResult, Failure, Shard, SourceBatch, split_by_reason
 from curator.commit import temporary_for
 from curator.counts import ScoreBins, StageCount
+from curator.io.files import list_shards
 from curator.stages.filtering import apply_rules
 
 STAGES: dict[str, type[Stage]] = {}
@@ -98,8 +99,6 @@ class FileSource(Source):
     id_field: str = Field("id", description="Field holding a stable id; path:position if absent.")
 
     def shards(self) -> list[Shard]:
-        from curator.io.files import list_shards
-
         return list_shards(self.path)
 
 
@@ -205,6 +204,11 @@ class Sink(BatchStage):
     def output_dir(self, run_dir: Path, stage_name: str) -> Path:
         path = getattr(self, "path", None)
         return Path(path) if path else run_dir / stage_name
+
+    def parquet_parts(self, run_dir: Path, stage_name: str) -> tuple[Path, str] | None:
+        """The folder of Parquet parts (and their compression) that the runtime gives one
+        schema once every shard is committed; None for other outputs."""
+        return None
 
     def process(self, batch: pa.Table) -> BatchResult:
         return BatchResult(kept=batch)
