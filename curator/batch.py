@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -11,6 +14,7 @@ import xxhash
 
 ID = "id"
 TEXT = "text"
+SOURCE = "source"
 REASON = "reason"
 
 
@@ -25,6 +29,7 @@ class Failure:
     offset: int | None = None
     id: str | None = None
     excerpt: str | None = None
+    reason: str | None = None  # a one-word cause where there is one: timeout, worker_died, ...
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -46,6 +51,9 @@ class BatchResult:
     kept: pa.Table
     removed: pa.Table | None = None
     failed: list[Failure] = field(default_factory=list)
+    payload: Any = None  # what a sink's ``process`` computed for the kept rows (tokens)
+    rule_failures: dict[str, int] = field(default_factory=dict)  # a filter's rules, each counted
+    scores: dict[str, pa.Array] = field(default_factory=dict)  # a filter's scores, every row
 
     @property
     def n_removed(self) -> int:
@@ -67,30 +75,6 @@ def id_fractions(ids: pa.ChunkedArray | pa.Array | list[str], seed: int) -> np.n
                        dtype=np.uint64, count=len(values)) / np.float64(2**64)
 
 
-def concat(tables: list[pa.Table]) -> pa.Table:
-    """Concatenate tables whose schemas may differ a little (missing columns, null vs typed)."""
-    if len(tables) == 1:
-        return tables[0]
-    return pa.concat_tables(tables, promote_options="permissive")
-
-
-def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Cast ``table`` to ``schema``: missing columns become nulls, column order follows ``schema``.
-
-    Raises ``pa.ArrowInvalid``/``pa.ArrowTypeError`` when a column cannot be cast or ``table`` has
-    a column the schema lacks.
-    """
-    extra = set(table.column_names) - set(schema.names)
-    if extra:
-        raise pa.ArrowInvalid(f"unexpected columns {sorted(extra)} (schema has {schema.names})")
-    columns = [
-        table.column(f.name).cast(f.type) if f.name in table.column_names
-        else pa.nulls(table.num_rows, f.type)
-        for f in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
 @dataclass(frozen=True)
 class Shard:
     """One unit of input work, defined by the input listing (not by the cluster)."""
@@ -99,6 +83,7 @@ class Shard:
     path: str
     size: int | None = None
     label: str = ""  # name used in ids and error positions (path relative to the input root)
+    source: str = ""  # the source stage that listed it
 
     @property
     def part(self) -> str:
@@ -107,7 +92,35 @@ class Shard:
 
 @dataclass
 class SourceBatch:
-    """Rows read from a shard plus the records that could not be read."""
+    """Rows read from a shard, the records that could not be read, and notes (``id_converted``)."""
 
     table: pa.Table
     failed: list[Failure] = field(default_factory=list)
+    notes: Counter = field(default_factory=Counter)  # what the reader changed, counted
+
+
+def concat(tables: list[pa.Table]) -> pa.Table:
+    """Concatenate tables whose schemas may differ a little (missing columns, null vs typed)."""
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables,
+                                                               promote_options="permissive")
+
+
+def join_results(results: list[BatchResult], empty: pa.Table,
+                 join_payloads: Callable[[list[Any]], Any] | None = None) -> BatchResult:
+    """One result from the results of consecutive pieces of a batch, in row order (``empty``:
+    the batch's zero-row slice, for when no piece kept anything)."""
+    kept = [r.kept for r in results if r.kept.num_rows]
+    removed = [r.removed for r in results if r.removed is not None and r.removed.num_rows]
+    rules: dict[str, int] = {}
+    for r in results:
+        for reason, n in r.rule_failures.items():
+            rules[reason] = rules.get(reason, 0) + n
+    names = {k for r in results for k in r.scores}
+    scores = {k: pa.concat_arrays([r.scores[k] for r in results if k in r.scores])
+              for k in sorted(names)}
+    payloads = [r.payload for r in results if r.payload is not None]
+    return BatchResult(kept=concat(kept) if kept else empty,
+                       removed=concat(removed) if removed else None,
+                       failed=[f for r in results for f in r.failed],
+                       payload=join_payloads(payloads) if join_payloads and payloads else None,
+                       rule_failures=rules, scores=scores)

@@ -14,6 +14,7 @@ from curator import __version__
 from curator.cli_errors import FAILED, USAGE, console, fail, one_line_errors
 from curator.config import ConfigError, load_pipeline
 from curator.runtime.requirements import MissingRequirement, check_requirements
+from curator.runtime.runner import run_pipeline
 
 app = typer.Typer(help="Curate LLM training data: run, plan, validate and report pipelines.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -69,7 +70,7 @@ def run(
     pipeline = _load(config, set_)
     _setup_logging()
     with one_line_errors():
-        result = pipeline.run(output=output, executor=executor, workers=workers,
+        result = run_pipeline(pipeline, output=output, executor=executor, workers=workers,
                               scheduler=scheduler, scheduler_file=scheduler_file, force=force)
     from curator.report.funnel import funnel_table
 

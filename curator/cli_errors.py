@@ -17,10 +17,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from curator.runtime.executors import ExecutorError
+from curator.runtime.errors import CurationError, ExecutorError
 from curator.runtime.requirements import MissingRequirement
 from curator.runtime.rundir import RunDirError
-from curator.runtime.shard_task import CurationError
 
 USAGE, FAILED, INTERRUPTED = 2, 1, 130
 INTERRUPTED_MESSAGE = "interrupted; rerun the same command to resume"

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
 
-from curator.pipeline import Pipeline, resolve_names
+from curator.pipeline import PipelineModel, resolve_names
+from curator.plugins import ImportFailed, load_imports
 from curator.stages.base import Stage, stage_class, stage_types
 
 Path_ = tuple[Any, ...]
+M = TypeVar("M", bound=PipelineModel)
 
 
 class ConfigError(ValueError):
@@ -53,19 +55,20 @@ class _Located:
         return ConfigError(f"{self.source}: {message}")
 
 
-def load_pipeline(path: str | Path, overrides: list[str] | None = None) -> Pipeline:
-    """Read a pipeline YAML file, apply ``--set`` overrides, and validate it."""
+def load_pipeline(path: str | Path, overrides: list[str] | None = None,
+                  model: type[M] = PipelineModel) -> M:
+    """Read a pipeline YAML file, apply ``--set`` overrides, and validate it as ``model``."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such configuration file") from None
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
-    return parse_pipeline(text, str(path), overrides or [])
+    return parse_pipeline(text, str(path), overrides or [], model)
 
 
-def parse_pipeline(text: str, source: str = "<string>",
-                   overrides: list[str] | None = None) -> Pipeline:
+def parse_pipeline(text: str, source: str = "<string>", overrides: list[str] | None = None,
+                   model: type[M] = PipelineModel) -> M:
     """Parse and validate pipeline YAML; every error names ``source`` and a line."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -79,7 +82,7 @@ def parse_pipeline(text: str, source: str = "<string>",
         raise located.error((), "expected a mapping with 'stages' (and name, output, ...)")
     for override in overrides or []:
         _apply_override(data, override, source)
-    return _validate(data, located)
+    return _validate(data, located, model)
 
 
 def _stage_names(raw_stages: list) -> list[str]:
@@ -98,7 +101,7 @@ def _apply_override(data: dict, override: str, source: str) -> None:
     names = _stage_names(stages)
     if head in names and rest:
         target, parts = stages[names.index(head)], rest.split(".")
-    elif head in Pipeline.model_fields and head != "stages":
+    elif head in PipelineModel.model_fields and head != "stages":
         target, parts = data, key.split(".")
     else:
         raise ConfigError(f"--set {override!r}: no stage named {head!r} in {source}"
@@ -108,26 +111,39 @@ def _apply_override(data: dict, override: str, source: str) -> None:
     target[parts[-1]] = value
 
 
-def _validate(data: dict, located: _Located) -> Pipeline:
+def _validate(data: dict, located: _Located, model: type[M]) -> M:
     for key in data:
-        if key not in Pipeline.model_fields:
+        if key not in PipelineModel.model_fields:
             raise located.error((key,), f"unknown key {key!r}"
-                                + _suggest(str(key), list(Pipeline.model_fields)))
+                                + _suggest(str(key), list(PipelineModel.model_fields)))
     raw_stages = data.get("stages")
     if not isinstance(raw_stages, list) or not raw_stages:
         raise located.error(("stages",), "'stages' must be a non-empty list of stages")
     for i, raw in enumerate(raw_stages):
         if not isinstance(raw, dict) or "type" not in raw:
             raise located.error(("stages", i), "each stage must be a mapping with a 'type'")
+    if "imports" in data:
+        data["imports"] = _imports(data["imports"], located)
     names = _stage_names(raw_stages)
     stages = [_build_stage(raw, i, names[i], located) for i, raw in enumerate(raw_stages)]
     try:
-        return Pipeline(**{**data, "stages": stages})
+        return model(**{**data, "stages": stages})
     except ValidationError as err:
         first = err.errors()[0]
         path = tuple(first["loc"])
         raise located.error(path, f"{'.'.join(map(str, path)) or 'pipeline'}: {first['msg']}") \
             from None
+
+
+def _imports(raw: Any, located: _Located) -> list[str]:
+    """Import the modules of third-party stages (files relative to the YAML file)."""
+    if not isinstance(raw, list) or not all(isinstance(i, str) for i in raw):
+        raise located.error(("imports",), "'imports' must be a list of Python files or modules")
+    source = Path(located.source)
+    try:
+        return load_imports(raw, source.resolve().parent if source.is_file() else None)
+    except ImportFailed as err:
+        raise located.error(("imports", err.index), str(err)) from None
 
 
 def _build_stage(raw: dict, index: int, name: str, located: _Located) -> Stage:

@@ -1,11 +1,13 @@
-"""The Python DAG builder: a ``Pipeline`` of stages, its plan, and its YAML spelling."""
+"""The pipeline model: stages, run options, the plan (segments) and the fingerprint.
+
+A plain model: ``curator.config`` reads YAML into it, the runtime runs it, and
+``curator.api.Pipeline`` joins the three for the Python builder."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -29,8 +31,8 @@ class ExecutorConfig(BaseModel):
         "threads when every stage releases the GIL, else one process per worker.")
 
 
-class Pipeline(BaseModel):
-    """A linear DAG of stages: one source, per-batch stages, and dataset-wide barriers."""
+class PipelineModel(BaseModel):
+    """A linear DAG of stages: sources, per-batch stages, and dataset-wide barriers."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -42,6 +44,12 @@ class Pipeline(BaseModel):
     rejected: Literal["ids", "documents"] = Field(
         "ids", description="What rejected/<stage>/ keeps of removed documents.")
     batch_bytes: int = Field(32 << 20, gt=0, description="Target size of a batch in bytes.")
+    max_failed_fraction: float = Field(
+        0.1, ge=0, le=1, description="A stage that fails more of a shard's documents than this "
+        "stops the run, naming itself (1: never).")
+    imports: list[str] = Field(
+        default_factory=list, description="Modules defining third-party stages: Python files "
+        "(relative to the YAML file) or dotted module names, imported on the driver and workers.")
     stages: list[SerializeAsAny[Stage]]
 
     def __init__(self, stages: list[Stage] | None = None, /, **data: Any) -> None:
@@ -58,13 +66,15 @@ class Pipeline(BaseModel):
             {k: v for k, v in s.items() if k != "type"}) for s in value]
 
     @model_validator(mode="after")
-    def _check_shape(self) -> Pipeline:
+    def _check_shape(self) -> PipelineModel:
         if not isinstance(self.stages[0], Source):
             raise ValueError(f"the first stage must read input (read_jsonl, read_parquet, ...); "
                              f"found {self.stages[0].type!r}")
-        for stage in self.stages[1:]:
+        leading = len(self.sources())
+        for stage in self.stages[leading:]:
             if isinstance(stage, Source):
-                raise ValueError(f"only the first stage may read input; found {stage.type!r} later")
+                raise ValueError(f"sources lead the pipeline; found {stage.type!r} after other "
+                                 "stages")
         names = [s.name for s in self.stages if s.name]
         if len(names) != len(set(names)):
             raise ValueError(f"stage names must be unique; found {names}")
@@ -78,21 +88,38 @@ class Pipeline(BaseModel):
     def named_stages(self) -> list[tuple[str, Stage]]:
         return list(zip(self.stage_names(), self.stages, strict=True))
 
+    def sources(self) -> list[tuple[str, Source]]:
+        """The leading source stages, by name."""
+        out = []
+        for name, stage in self.named_stages():
+            if not isinstance(stage, Source):
+                break
+            out.append((name, stage))
+        return out
+
     # ----------------------------------------------------------------- planning
     def plan(self) -> Plan:
-        """Fuse per-batch stages into one task per shard; cut at dataset-wide stages."""
+        """Fuse per-batch stages into one task per shard; cut at dataset-wide stages and where
+        the resources stages need change (a GPU stage does not pin reading and writing to the
+        GPU workers)."""
         segments: list[Segment] = []
         current: list[tuple[str, Stage]] = []
+
+        def cut() -> None:
+            nonlocal current
+            if current:
+                segments.append(Segment(len(segments), "shard", current))
+            current = []
+
         for name, stage in self.named_stages():
             if isinstance(stage, DatasetStage):
-                if current:
-                    segments.append(Segment(len(segments), "shard", current))
+                cut()
                 segments.append(Segment(len(segments), "dataset", [(name, stage)]))
-                current = []
             else:
+                if current and current[-1][1].resources() != stage.resources():
+                    cut()
                 current.append((name, stage))
-        if current:
-            segments.append(Segment(len(segments), "shard", current))
+        cut()
         return Plan(segments)
 
     # ----------------------------------------------------------------- identity
@@ -107,33 +134,15 @@ class Pipeline(BaseModel):
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True)
 
-    @classmethod
-    def from_yaml(cls, text: str, source: str = "<string>") -> Pipeline:
-        from curator.config import parse_pipeline
-
-        return parse_pipeline(text, source)
-
-    @classmethod
-    def from_file(cls, path: str | Path, overrides: list[str] | None = None) -> Pipeline:
-        from curator.config import load_pipeline
-
-        return load_pipeline(path, overrides or [])
-
-    def holds_gil(self) -> bool:
-        """True when some stage runs Python code that holds the GIL (needs worker processes)."""
-        return any(stage.holds_gil for stage in self.stages)
+    def decisive(self) -> dict[str, Any]:
+        """Everything that decides the output (not the executor or batch size): every stage's
+        type, code version and full parameters, defaults included."""
+        return {"stages": [s.decisive() for s in self.stages], "on_error": self.on_error,
+                "rejected": self.rejected}
 
     def fingerprint(self) -> str:
-        """Hash of everything that decides the output (not the executor or batch size)."""
-        decisive = {"stages": [s.to_dict() for s in self.stages], "on_error": self.on_error,
-                    "rejected": self.rejected}
-        return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:20]
-
-    def run(self, **options: Any):
-        """Run the pipeline; options as for ``curate run`` (output, executor, workers, force...)."""
-        from curator.runtime.runner import run_pipeline
-
-        return run_pipeline(self, **options)
+        blob = json.dumps(self.decisive(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:20]
 
 
 def resolve_names(stages: list[tuple[str | None, str]]) -> list[str]:
@@ -168,11 +177,16 @@ class Segment:
                 merged[key] = max(merged.get(key, 0), amount)
         return merged
 
+    def holds_gil(self) -> bool:
+        """True when a stage runs Python code that holds the GIL (worker processes pay)."""
+        return any(stage.holds_gil for _, stage in self.stages)
+
     def describe(self) -> str:
         names = " → ".join(f"{name}({stage.type})" for name, stage in self.stages)
         unit = "one task per shard" if self.kind == "shard" else "barrier over all shards"
         gpu = " [GPU]" if self.resources().get("GPU") else ""
-        return f"segment {self.index}: {names}  — {unit}{gpu}"
+        mode = " in threads" if self.kind == "shard" and not self.holds_gil() else ""
+        return f"segment {self.index}: {names}  — {unit}{mode}{gpu}"
 
 
 @dataclass

@@ -2,7 +2,9 @@
 
 The reader parses blocks of whole lines with Arrow's multi-threaded JSON parser. A block that
 Arrow rejects (bad JSON, invalid UTF-8, mixed types) is re-read line by line so that only the
-bad lines fail, each with its file, line and byte offset.
+bad lines fail, each with its file, line and byte offset. Both paths give the same values:
+strings Arrow would read as timestamps stay strings, and ids are read as the line-by-line path
+reads them.
 """
 
 from __future__ import annotations
@@ -11,18 +13,16 @@ import gzip
 import mmap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.json as pj
-from pydantic import Field
 
-from curator.batch import Failure
+from curator.batch import Failure, Shard, SourceBatch
 from curator.io.records import ColumnMap, table_from_rows
+from curator.io.schema import column_order
 from curator.io.streams import DamagedInput, iter_decompressed
-from curator.stages.base import FileSource, Shard, ShardContext, Sink, SourceBatch
 
 ARROW_BLOCK = 8 << 20
 EXCERPT = 1 << 16
@@ -80,8 +80,21 @@ class _BlockParser:
         return self._line_by_line(block, first_line, offset)
 
     def _arrow(self, block: pa.Buffer) -> pa.Table | None:
+        """Arrow's parse of ``block``; None where Arrow rejects it, or where its types would
+        make values differ from the line-by-line parse's: a reparse reads timestamps as the
+        strings they are and ids as strings, failing (None) if any id is not a string."""
+        table = self._read(block, self.parse_options)
+        if table is None:
+            return None
+        explicit = _strings_where_inferred(table.schema, self.columns.id_field)
+        if explicit is None:
+            return table
+        return self._read(block, pj.ParseOptions(explicit_schema=explicit,
+                                                 unexpected_field_behavior="infer"))
+
+    def _read(self, block: pa.Buffer, options: pj.ParseOptions) -> pa.Table | None:
         try:
-            return pj.read_json(pa.BufferReader(block), self.read_options, self.parse_options)
+            return pj.read_json(pa.BufferReader(block), self.read_options, options)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
 
@@ -108,16 +121,42 @@ class _BlockParser:
                 lines.append(number)
             else:
                 failed.append(self.failure(error, number, start, line))
-        table = table_from_rows(rows, self.columns.text_field)
+        table, notes = table_from_rows(rows, self.columns)
         positions = np.asarray(lines, dtype=np.int64)
         batch = self.columns.normalise(table, positions, self.stage, self.shard)
         batch.failed[:0] = failed
+        batch.notes.update(notes)
         return batch
 
     def failure(self, error: str, line: int, offset: int, raw: bytes | memoryview) -> Failure:
         excerpt = bytes(raw[:EXCERPT]).decode("utf-8", "backslashreplace")
         return Failure(stage=self.stage, error=error, file=self.shard.label, line=line,
                        offset=offset, excerpt=excerpt)
+
+
+def _strings_where_inferred(schema: pa.Schema, id_field: str) -> pa.Schema | None:
+    """``schema`` with every timestamp Arrow inferred from a string, and an id column that is
+    not all strings or all ints, read as strings; None when there is none."""
+    fields = [f.with_type(pa.string()) if f.name == id_field and not _plain_id(f.type)
+              else f.with_type(_no_timestamps(f.type)) for f in schema]
+    explicit = pa.schema(fields)
+    return None if explicit.equals(schema) else explicit
+
+
+def _plain_id(type_: pa.DataType) -> bool:
+    """Ids of this type read as the line-by-line parse reads them."""
+    return pa.types.is_string(type_) or pa.types.is_int64(type_) or pa.types.is_null(type_)
+
+
+def _no_timestamps(type_: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(type_):
+        return pa.string()
+    if pa.types.is_struct(type_):
+        return pa.struct([type_.field(i).with_type(_no_timestamps(type_.field(i).type))
+                          for i in range(type_.num_fields)])
+    if pa.types.is_list(type_):
+        return pa.list_(_no_timestamps(type_.value_type))
+    return type_
 
 
 def _describe_json_error(line: bytes, err: orjson.JSONDecodeError) -> str:
@@ -128,25 +167,19 @@ def _describe_json_error(line: bytes, err: orjson.JSONDecodeError) -> str:
     return f"invalid JSON: {err}"
 
 
-class ReadJsonl(FileSource):
-    """Read JSON Lines files (plain, .gz, .zst; local, http(s)://, s3://), one shard per file."""
-
-    type = "read_jsonl"
-    holds_gil = False
-
-    max_line_bytes: int = Field(512 << 20, gt=0, description="Longer lines fail and are skipped.")
-
-    def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
-        columns = ColumnMap(text_field=self.text_field, id_field=self.id_field)
-        parser = _BlockParser(self.name or self.type, shard, columns, self.max_line_bytes)
-        splitter = _LineSplitter(batch_bytes, self.max_line_bytes)
-        try:
-            for chunk in iter_decompressed(shard.path, read_size=batch_bytes):
-                yield from splitter.feed(chunk, parser)
-        except DamagedInput as damage:
-            yield from splitter.finish(parser, damage)
-        else:
-            yield from splitter.finish(parser, None)
+def read_jsonl_batches(shard: Shard, batch_bytes: int, stage: str, columns: ColumnMap,
+                       max_line_bytes: int) -> Iterator[SourceBatch]:
+    """Stream a JSONL file (plain, .gz, .zst; through fsspec) in blocks of about
+    ``batch_bytes`` of whole lines."""
+    parser = _BlockParser(stage, shard, columns, max_line_bytes)
+    splitter = _LineSplitter(batch_bytes, max_line_bytes)
+    try:
+        for chunk in iter_decompressed(shard.path, read_size=batch_bytes):
+            yield from splitter.feed(chunk, parser)
+    except DamagedInput as damage:
+        yield from splitter.finish(parser, damage)
+    else:
+        yield from splitter.finish(parser, None)
 
 
 def _newline_after(data: memoryview, start: int) -> int:
@@ -249,7 +282,9 @@ class _LineSplitter:
         return batch
 
 
-class _JsonlWriter:
+class JsonlPartWriter:
+    """One shard's JSON Lines file (plain, gzip or zstd), keys in the dataset's column order."""
+
     def __init__(self, path: Path, compression: str) -> None:
         raw = open(path, "wb")  # noqa: SIM115 (closed in close())
         if compression == "gzip":
@@ -262,25 +297,12 @@ class _JsonlWriter:
             self._out = raw
         self._raw = raw
 
-    def write(self, table: pa.Table) -> list[Failure]:
-        self._out.write(b"".join(orjson.dumps(row) + b"\n" for row in table.to_pylist()))
+    def write(self, table: pa.Table, payload: object = None) -> list[Failure]:
+        rows = table.select(column_order(table.column_names)).to_pylist()
+        self._out.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
         return []
 
     def close(self) -> None:
         self._out.close()
         if not self._raw.closed:
             self._raw.close()
-
-
-class WriteJsonl(Sink):
-    """Write kept documents as JSON Lines, one ``part-NNNNN.jsonl[.gz|.zst]`` per shard."""
-
-    type = "write_jsonl"
-
-    path: str | None = Field(None, description="Output directory; default <output>/<stage name>.")
-    compression: Literal["none", "gzip", "zstd"] = "none"
-
-    def open(self, ctx: ShardContext) -> _JsonlWriter:
-        suffix = {"none": "", "gzip": ".gz", "zstd": ".zst"}[self.compression]
-        final = self.output_dir(ctx.run_dir, ctx.stage_name) / f"{ctx.shard.part}.jsonl{suffix}"
-        return _JsonlWriter(ctx.temporary_for(final), self.compression)

@@ -1,42 +1,34 @@
 """Parquet reader and writer. Row groups are cut at fixed row counts, so a shard's bytes do not
-depend on how the pipeline batched it."""
+depend on how the pipeline batched it; the parts of a dataset share one schema."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import Field
 
-from curator.batch import Failure, concat, conform
+from curator.batch import ID, TEXT, Failure, Shard, SourceBatch
 from curator.io.files import open_binary
 from curator.io.records import ColumnMap
-from curator.stages.base import FileSource, Shard, ShardContext, Sink, SourceBatch
-
-
-class ReadParquet(FileSource):
-    """Read Parquet files (local, http(s)://, s3://), one shard per file."""
-
-    type = "read_parquet"
-    holds_gil = False
-
-    columns: list[str] | None = Field(None, description="Columns to read; default all.")
-
-    def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
-        yield from read_parquet_batches(shard, batch_bytes, self.name or self.type,
-                                        ColumnMap(self.text_field, self.id_field), self.columns)
+from curator.io.schema import conform, unified_schema
 
 
 def read_parquet_batches(shard: Shard, batch_bytes: int, stage: str, columns: ColumnMap,
                          selected: list[str] | None = None) -> Iterator[SourceBatch]:
-    """Stream a Parquet file in batches of about ``batch_bytes``."""
+    """Stream a Parquet file in batches of about ``batch_bytes`` (an empty file: one empty
+    batch, which tells the writers its columns)."""
     with open_binary(shard.path) as raw:
         file = pq.ParquetFile(raw)
         meta = file.metadata
+        if meta.num_rows == 0:
+            empty = file.schema_arrow.empty_table()
+            yield columns.normalise(empty.select(selected) if selected else empty,
+                                    np.arange(0), stage, shard)
+            return
         rows_per_batch = max(1, batch_bytes // _bytes_per_row(meta))
         start = 0
         for record_batch in file.iter_batches(batch_size=rows_per_batch, columns=selected):
@@ -51,66 +43,102 @@ def _bytes_per_row(meta: pq.FileMetaData) -> int:
     return max(1, total // max(1, meta.num_rows))
 
 
-class _ParquetWriter:
-    """Buffers rows and writes row groups of exactly ``row_group_rows`` rows."""
+class ParquetPartWriter:
+    """Writes one shard's rows in row groups of exactly ``row_group_rows`` rows, each written from
+    one contiguous table (so the bytes do not depend on how the rows were batched).
 
-    def __init__(self, path: Path, row_group_rows: int, compression: str, stage: str) -> None:
+    The file's schema is the ``unified_schema`` of every table written, empty ones included (so
+    an emptied shard keeps its columns). Row groups already written when a table brings a new
+    column or type are set aside and rewritten with the final schema at ``close``.
+    """
+
+    def __init__(self, path: Path, row_group_rows: int, compression: str) -> None:
         self.path, self.row_group_rows, self.compression = path, row_group_rows, compression
-        self.stage = stage
+        self.seen: set[pa.Schema] = set()
+        self.schema = pa.schema([(ID, pa.string()), (TEXT, pa.string())])
         self.writer: pq.ParquetWriter | None = None
+        self.pieces: list[Path] = []  # written with an earlier schema
         self.buffer: list[pa.Table] = []
         self.buffered = 0
 
-    def write(self, table: pa.Table) -> list[Failure]:
-        if table.num_rows == 0:
+    def write(self, table: pa.Table, payload: object = None) -> list[Failure]:
+        if table.num_columns == 0:
             return []
-        if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, table.schema, compression=self.compression)
-        try:
-            table = conform(table, self.writer.schema)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as err:
-            return _schema_failures(table, self.stage, err)
-        self.buffer.append(table)
-        self.buffered += table.num_rows
-        if self.buffered >= self.row_group_rows:
-            self._flush(final=False)
+        if table.schema not in self.seen:
+            self.seen.add(table.schema)
+            schema = unified_schema(self.seen)
+            if not schema.equals(self.schema):
+                self._set_aside()
+                self.schema = schema
+        if table.num_rows:
+            self.buffer.append(table)
+            self.buffered += table.num_rows
+            if self.buffered >= self.row_group_rows:
+                self._flush(final=False)
         return []
 
+    def _set_aside(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+            piece = self.path.with_suffix(f".{len(self.pieces)}.tmp")
+            os.replace(self.path, piece)
+            self.pieces.append(piece)
+
     def _flush(self, final: bool) -> None:
-        data = concat(self.buffer)
+        data = pa.concat_tables([conform(t, self.schema) for t in self.buffer])
         cut = data.num_rows if final else data.num_rows - data.num_rows % self.row_group_rows
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, self.schema, compression=self.compression)
         for start in range(0, cut, self.row_group_rows):
-            group = data.slice(start, min(self.row_group_rows, cut - start))
-            self.writer.write_table(group, row_group_size=self.row_group_rows)
+            _write_group(self.writer, data.slice(start, min(self.row_group_rows, cut - start)))
         rest = data.slice(cut)
         self.buffer, self.buffered = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
 
     def close(self) -> None:
-        if self.writer is None:
-            pq.write_table(pa.table({"id": pa.array([], pa.string()),
-                                     "text": pa.array([], pa.string())}), self.path)
-            return
         if self.buffered:
             self._flush(final=True)
-        self.writer.close()
+        if not self.pieces:
+            if self.writer is None:
+                write_parquet(self.path, self.schema, [], self.compression)
+            else:
+                self.writer.close()
+            return
+        self._set_aside()
+        write_parquet(self.path, self.schema, _row_groups(self.pieces, self.schema),
+                      self.compression)
+        for piece in self.pieces:
+            piece.unlink()
 
 
-def _schema_failures(table: pa.Table, stage: str, err: Exception) -> list[Failure]:
-    error = f"schema differs from earlier rows of this shard: {err}"
-    return [Failure(stage=stage, error=error, id=i) for i in table.column("id").to_pylist()]
+def _write_group(writer: pq.ParquetWriter, group: pa.Table) -> None:
+    writer.write_table(group.combine_chunks(), row_group_size=max(1, group.num_rows))
 
 
-class WriteParquet(Sink):
-    """Write kept documents to Parquet, one ``part-NNNNN.parquet`` per shard."""
+def _row_groups(paths: list[Path], schema: pa.Schema) -> Iterator[pa.Table]:
+    """The row groups of ``paths`` in order, each cast to ``schema``."""
+    for path in paths:
+        with pq.ParquetFile(path) as file:
+            for i in range(file.num_row_groups):
+                yield conform(file.read_row_group(i), schema)
 
-    type = "write_parquet"
-    holds_gil = False
 
-    path: str | None = Field(None, description="Output directory; default <output>/<stage name>.")
-    compression: Literal["snappy", "zstd", "gzip", "lz4", "none"] = "snappy"
-    row_group_rows: int = Field(10_000, gt=0, description="Rows per row group.")
+def write_parquet(path: Path, schema: pa.Schema, row_groups: Iterable[pa.Table],
+                  compression: str) -> None:
+    """A Parquet file of ``schema`` holding one row group per table of ``row_groups``."""
+    with pq.ParquetWriter(path, schema, compression=compression) as writer:
+        for group in row_groups:
+            _write_group(writer, group)
 
-    def open(self, ctx: ShardContext) -> _ParquetWriter:
-        final = self.output_dir(ctx.run_dir, ctx.stage_name) / f"{ctx.shard.part}.parquet"
-        return _ParquetWriter(ctx.temporary_for(final), self.row_group_rows, self.compression,
-                              ctx.stage_name)
+
+def unify_parts(paths: list[Path], compression: str) -> Iterator[tuple[Path, Path]]:
+    """Give the parts of one dataset one schema, the ``unified_schema`` of their footers, so
+    that their folder reads as one table: each part whose schema differs is rewritten, row group
+    by row group, to a temporary file; yields (temporary, part) for the caller to put in place."""
+    schemas = [pq.read_schema(p) for p in paths]
+    target = unified_schema(schemas)
+    for path, schema in zip(paths, schemas, strict=True):
+        if not schema.equals(target):
+            tmp = path.with_name(f".{path.name}.tmp")
+            write_parquet(tmp, target, _row_groups([path], target), compression)
+            yield tmp, path

@@ -1,20 +1,59 @@
-"""Turning raw records into the batch schema: ``id`` and ``text`` first, metadata after."""
+"""Turning raw records into the batch schema: ``id`` and ``text`` first, the other fields after,
+sorted by name (so a batch's column order never depends on how its rows were parsed)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from curator.batch import ID, TEXT, Failure, Shard, SourceBatch
+from curator.io.schema import column_order, json_spelling
+
+#: notes counted on the reader's stage: ids that were numbers or booleans, turned into strings
+#: with Python's ``str``; ids that were objects or arrays, replaced by the position id.
+ID_CONVERTED = "id_converted"
+ID_REPLACED = "id_replaced"
 
 
 def _string_ids(label: str, positions: np.ndarray) -> pa.Array:
     numbers = pa.array(positions, pa.int64()).cast(pa.string())
     return pc.binary_join_element_wise(label, numbers, ":")
+
+
+def id_strings(values: list[Any]) -> tuple[list[str | None], Counter]:
+    """Each raw id as a string: strings as they are, numbers and booleans with ``str`` (5 → "5",
+    5.5 → "5.5", True → "True"), bytes decoded; null, objects and arrays as null (the row then
+    gets its position id)."""
+    out: list[str | None] = []
+    notes: Counter = Counter()
+    for value in values:
+        if value is None or isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict | list | tuple):
+            out.append(None)
+            notes[ID_REPLACED] += 1
+        else:
+            out.append(value.decode("utf-8", "backslashreplace") if isinstance(value, bytes)
+                       else str(value))
+            notes[ID_CONVERTED] += 1
+    return out, notes
+
+
+def _id_column(column: pa.ChunkedArray) -> tuple[pa.ChunkedArray, Counter]:
+    """An id column of any type as strings (``id_strings``), with its notes."""
+    kind = column.type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_null(kind):
+        return column.cast(pa.string()), Counter()
+    if pa.types.is_integer(kind):  # Arrow's spelling of an int is str()'s
+        converted = len(column) - column.null_count
+        return column.cast(pa.string()), Counter({ID_CONVERTED: converted} if converted else {})
+    ids, notes = id_strings(column.to_pylist())
+    return pa.chunked_array([pa.array(ids, pa.string())], pa.string()), notes
 
 
 @dataclass(frozen=True)
@@ -26,13 +65,11 @@ class ColumnMap:
 
     def normalise(self, table: pa.Table, positions: np.ndarray, stage: str,
                   shard: Shard) -> SourceBatch:
-        """Rename to ``id``/``text``, give missing ids ``label:position``, fail rows without text.
+        """Rename to ``id``/``text`` (ids as strings, ``label:position`` where missing), order
+        the other columns by name, fail rows without text.
 
         ``positions`` holds each row's line (JSONL) or row number (Parquet) in its file.
         """
-        n = table.num_rows
-        if n == 0:
-            return SourceBatch(pa.table({}), [])
         if self.text_field not in table.column_names:
             error = f"no field {self.text_field!r} (fields: {', '.join(table.column_names)})"
             return SourceBatch(pa.table({}), self._failures(error, shard, stage, positions))
@@ -40,53 +77,54 @@ class ColumnMap:
         if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
             error = f"field {self.text_field!r} is {text.type}, expected a string"
             return SourceBatch(pa.table({}), self._failures(error, shard, stage, positions))
+        notes: Counter = Counter()
         if self.id_field in table.column_names:
-            ids = table.column(self.id_field)
-            ids = ids.cast(pa.string()) if not pa.types.is_string(ids.type) else ids
+            ids, notes = _id_column(table.column(self.id_field))
             if ids.null_count:
                 ids = pc.coalesce(ids, _string_ids(shard.label, positions))
         else:
             ids = _string_ids(shard.label, positions)
-        rest = [(name, _no_null_type(table.column(name))) for name in table.column_names
+        rest = [name for name in column_order(table.column_names)
                 if name not in (self.text_field, self.id_field, ID, TEXT)]
-        out = pa.table({ID: ids, TEXT: text.cast(pa.string()), **dict(rest)})
+        out = pa.table({ID: ids, TEXT: text.cast(pa.string()),
+                        **{name: table.column(name) for name in rest}})
         missing = pc.is_null(out.column(TEXT))
         if not pc.any(missing).as_py():
-            return SourceBatch(out, [])
+            return SourceBatch(out, [], notes)
         missing_np = missing.to_numpy(zero_copy_only=False)
         failures = self._failures(f"field {self.text_field!r} is null", shard, stage,
                                   positions[missing_np])
-        return SourceBatch(out.filter(pc.invert(missing)), failures)
+        return SourceBatch(out.filter(pc.invert(missing)), failures, notes)
 
     @staticmethod
     def _failures(error: str, shard: Shard, stage: str, positions: np.ndarray) -> list[Failure]:
         return [Failure(stage=stage, error=error, file=shard.label, line=int(p)) for p in positions]
 
 
-def _no_null_type(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Columns that were null in every row become strings, so later batches can fill them."""
-    return column.cast(pa.string()) if pa.types.is_null(column.type) else column
+def table_from_rows(rows: list[dict], columns: ColumnMap) -> tuple[pa.Table, Counter]:
+    """Build a table from parsed JSON objects, tolerating fields whose type varies by row; with
+    the notes of its ids.
 
-
-def table_from_rows(rows: list[dict], text_field: str) -> pa.Table:
-    """Build a table from parsed JSON objects, tolerating fields whose type varies by row.
-
-    A text value that is not a string becomes null (and the row then fails); another field whose
-    values cannot share one Arrow type is kept as JSON strings.
+    A text value that is not a string becomes null (and the row then fails); ids become strings
+    as ``id_strings`` says; another field whose values cannot share one Arrow type becomes
+    strings (``json_spelling``).
     """
     if not rows:
-        return pa.table({})
+        return pa.table({}), Counter()
     names = list(dict.fromkeys(key for row in rows for key in row))
-    columns = {}
+    built = {}
+    notes: Counter = Counter()
     for name in names:
         values = [row.get(name) for row in rows]
-        if name == text_field:
-            columns[name] = pa.array([v if isinstance(v, str) else None for v in values],
-                                     pa.string())
-            continue
-        try:
-            columns[name] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            columns[name] = pa.array(
-                [None if v is None else orjson.dumps(v).decode() for v in values], pa.string())
-    return pa.table(columns)
+        if name == columns.text_field:
+            built[name] = pa.array([v if isinstance(v, str) else None for v in values],
+                                   pa.string())
+        elif name == columns.id_field:
+            ids, notes = id_strings(values)
+            built[name] = pa.array(ids, pa.string())
+        else:
+            try:
+                built[name] = pa.array(values)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                built[name] = pa.array([json_spelling(v) for v in values], pa.string())
+    return pa.table(built), notes

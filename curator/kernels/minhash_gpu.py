@@ -457,9 +457,3 @@ class _Slot:
                        pool, threads)
         self.pending = None
 
-
-def minhash_signatures_gpu(
-    array: pa.Array | pa.ChunkedArray, params: MinHashParams | None = None
-) -> np.ndarray:
-    """GPU twin of ``minhash.minhash_signatures`` (host in, host out)."""
-    return GpuMinHasher(params).signatures(array)

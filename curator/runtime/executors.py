@@ -11,19 +11,20 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from curator.runtime.errors import ExecutorError
 from curator.runtime.main_guard import MAIN_GUARD_HINT, main_is_a_script
 from curator.runtime.progress import LOCAL_HANDLERS
 
 log = logging.getLogger("curator")
 
+#: Times a task is tried again after its worker died before it is reported as ``WorkerDied``
+#: (our local cluster; a cluster we join keeps its own ``distributed.scheduler.allowed-failures``).
+ALLOWED_FAILURES = 1
 #: Seconds to wait for an existing Dask scheduler before giving up.
 CONNECT_TIMEOUT_S = 5
-
-
-class ExecutorError(RuntimeError):
-    """The executor could not start or reach its workers; the message says why, in one line."""
 
 
 def gpu_count() -> int:
@@ -40,16 +41,27 @@ def gpu_count() -> int:
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
 
 
+@dataclass
+class WorkerDied:
+    """Yielded by ``map`` in place of the result of a task whose worker process died (each time
+    the cluster retried it): the caller decides what to do with the task."""
+
+    task: Any
+
+
 class Executor:
-    """Maps a function over tasks and yields results as they complete."""
+    """Maps a function over tasks and yields results as they complete (``WorkerDied`` for a
+    task whose worker process died)."""
 
     name = "base"
-    #: Whether some worker can run GPU tasks (a ``device: auto`` stage resolves to the GPU).
-    offers_gpu: bool = False
 
     def map(self, fn: Callable[[Any], Any], tasks: list[Any], keys: list[str],
             resources: dict[str, float]) -> Iterator[Any]:
         raise NotImplementedError
+
+    def offers(self, resource: str) -> bool:
+        """Whether some worker advertises ``resource``."""
+        return resource == "GPU" and gpu_count() > 0
 
     def subscribe(self, topic: str, handler: Callable[[Any], None]) -> None:
         """Call ``handler`` with each message a task sends on ``topic`` (none by default)."""
@@ -68,9 +80,6 @@ class LocalExecutor(Executor):
     """Runs tasks one after another in this process."""
 
     name = "local"
-
-    def __init__(self) -> None:
-        self.offers_gpu = gpu_count() > 0
 
     def map(self, fn, tasks, keys, resources):
         for task in tasks:
@@ -122,7 +131,8 @@ def local_cluster(n: int, processes: bool, gpus: int):
     try:
         return SpecCluster(
             scheduler={"cls": Scheduler, "options": {"host": "127.0.0.1",
-                                                      "dashboard_address": "127.0.0.1:0"}},
+                                                      "dashboard_address": "127.0.0.1:0",
+                                                      "allowed_failures": ALLOWED_FAILURES}},
             workers=specs, silence_logs=logging.CRITICAL)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
@@ -151,8 +161,6 @@ class DaskExecutor(Executor):
             self.cluster = _start(local_cluster, workers or os.cpu_count() or 1, processes,
                                   gpu_count())
             self.client = Client(self.cluster)
-        workers_info = self.client.scheduler_info(n_workers=-1)["workers"].values()
-        self.offers_gpu = any(w.get("resources", {}).get("GPU") for w in workers_info)
         log.info("%s", self.dashboard())
 
     def dashboard(self) -> str:
@@ -169,19 +177,28 @@ class DaskExecutor(Executor):
         self.client.subscribe_topic(topic, lambda event: handler(event[1]))
 
     def map(self, fn, tasks, keys, resources):
-        from distributed import as_completed
+        from distributed import KilledWorker, as_completed
 
         self._check_resources(resources)
         token = uuid.uuid4().hex[:8]
         futures = [self.client.submit(fn, task, key=f"{key}-{token}", pure=False, retries=1,
                                       resources=resources or None)
                    for task, key in zip(tasks, keys, strict=True)]
+        task_of = {future.key: task for future, task in zip(futures, tasks, strict=True)}
         try:
             for future in as_completed(futures):
-                yield future.result()
+                try:
+                    result = future.result()
+                except KilledWorker:
+                    result = WorkerDied(task_of[future.key])
+                yield result
                 future.release()
         finally:
             self.client.cancel([f for f in futures if not f.done()])
+
+    def offers(self, resource: str) -> bool:
+        workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
+        return any(w.get("resources", {}).get(resource, 0) > 0 for w in workers)
 
     def _check_resources(self, resources: dict[str, float]) -> None:
         """Refuse at once (instead of waiting forever) when no worker offers a resource."""
@@ -210,7 +227,6 @@ class RayExecutor(Executor):
         self.ray = ray
         ray.init(address=scheduler, num_cpus=None if scheduler else workers,
                  ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
-        self.offers_gpu = ray.cluster_resources().get("GPU", 0) > 0
 
     def map(self, fn, tasks, keys, resources):
         remote = self.ray.remote(fn).options(num_gpus=resources.get("GPU", 0), max_retries=1)
@@ -252,3 +268,48 @@ def _start(factory: Callable[..., Any], *args: Any) -> Any:
     except (RuntimeError, OSError) as err:
         why = MAIN_GUARD_HINT if main_is_a_script() else str(err)
         raise ExecutorError(f"the Dask worker processes failed to start: {why}") from None
+
+
+class ExecutorPool:
+    """The executors of one run, one per worker kind, started on first use: segments whose
+    stages all release the GIL run on threads of one process, the others on worker processes
+    (``processes`` set: every segment on that kind). A joined cluster serves every segment."""
+
+    def __init__(self, kind: str, workers: int | None, scheduler: str | None,
+                 scheduler_file: str | None, processes: bool | None,
+                 imports: list[str] | None = None) -> None:
+        self.kind, self.workers, self.processes = kind, workers, processes
+        self.scheduler, self.scheduler_file = scheduler, scheduler_file
+        self.imports = imports or []
+        self._started: dict[bool, Executor] = {}
+
+    def get(self, holds_gil: bool) -> Executor:
+        """The executor for work that holds (or releases) the GIL."""
+        shared = self.kind != "dask" or self.scheduler or self.scheduler_file
+        processes = True if shared else (self.processes if self.processes is not None
+                                         else holds_gil)
+        if processes not in self._started:
+            executor = make_executor(self.kind, self.workers, self.scheduler,
+                                     self.scheduler_file, processes)
+            if self.imports and isinstance(executor, DaskExecutor):
+                from curator.runtime.worker_imports import import_on_cluster
+
+                import_on_cluster(executor.client, self.imports)
+            self._started[processes] = executor
+        return self._started[processes]
+
+    def offers(self, resource: str) -> bool:
+        """Whether the cluster has workers with ``resource`` (GPU workers)."""
+        if self.kind == "dask" and (self.scheduler or self.scheduler_file):
+            return self.get(True).offers(resource)
+        return resource == "GPU" and gpu_count() > 0
+
+    def close(self) -> None:
+        for executor in self._started.values():
+            executor.close()
+
+    def __enter__(self) -> ExecutorPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

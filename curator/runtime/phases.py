@@ -1,5 +1,6 @@
-"""Restartable phases of a dataset-wide stage: each task commits its files and a marker, and a
-restarted run skips the tasks whose marker matches the configuration."""
+"""The runtime's side of a dataset stage: restartable phases (each task commits its files and
+then a marker; a restarted run skips tasks whose marker matches the configuration), the shared
+removal phase, side inputs."""
 
 from __future__ import annotations
 
@@ -7,34 +8,40 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from curator.commit import write_json_atomic
-from curator.runtime.progress import ProgressReporter
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import xxhash
+
+from curator.batch import ID, REASON
+from curator.commit import commit_files, temporary_for, write_json_atomic
+from curator.counts import StageCount
+from curator.runtime.errors import CurationError
+from curator.runtime.executors import WorkerDied
 from curator.runtime.rundir import RunDir
+from curator.stages.context import Decide
 
 
 @dataclass
-class DatasetContext:
-    """What a dataset-wide stage gets: its work directory and the executor to map tasks on."""
+class PhaseContext:
+    """Implements :class:`curator.stages.context.DatasetContext` for one stage of one run."""
 
     run_dir: RunDir
     work_dir: Path
     executor: Any
     stage_name: str
+    stage_type: str
     fingerprint: str
     on_error: str
-    rejected: str
+    rejected: Literal["ids", "documents"]
     batch_bytes: int
-    progress: ProgressReporter | None = None
+    progress: Callable[[str, int, int], None] | None = None
 
     def run_phase(self, phase: str, fn: Callable[[Any], dict], tasks: list[Any],
                   keys: list[str], resources: dict[str, float] | None = None) -> list[dict]:
-        """Run ``fn`` over ``tasks`` (skipping those already done); return every task's result.
-
-        ``fn`` must commit its own files atomically and return a JSON-able dict; the marker
-        holding that dict is written after it returns, so a task cut short is simply redone.
-        """
         markers = self.work_dir / phase / "_done"
         results: dict[str, dict] = {}
         todo = []
@@ -46,24 +53,95 @@ class DatasetContext:
                     results[key] = saved["result"]
                     continue
             todo.append((task, key))
-        run = [t for t, _ in todo]
-        run_keys = [f"{self.stage_name}-{phase}-{k}" for _, k in todo]
-        finished = self.executor.map(_keyed, [(fn, t, k) for t, (_, k) in zip(run, todo,
-                                                                               strict=True)],
+        self._report(phase, len(results), len(tasks))
+        run_keys = [f"{self.stage_name}-{phase}-{key}" for _, key in todo]
+        finished = self.executor.map(_keyed, [(fn, task, key) for task, key in todo],
                                      run_keys, resources or {})
-        progress = self.progress or ProgressReporter(enabled=False)
-        progress.start(f"{self.stage_name}: {phase}", len(tasks), len(results))
-        try:
-            for key, result in finished:
-                write_json_atomic(markers / f"{key}.json",
-                                  {"fingerprint": self.fingerprint, "result": result})
-                results[key] = result
-                progress.advance()
-        finally:
-            progress.stop()
+        for item in finished:
+            if isinstance(item, WorkerDied):
+                raise CurationError(f"{self.stage_name}: a worker died each time it ran phase "
+                                    f"{phase!r} task {item.task[2]!r}")
+            key, result = item
+            write_json_atomic(markers / f"{key}.json",
+                              {"fingerprint": self.fingerprint, "result": result})
+            results[key] = result
+            self._report(phase, len(results), len(tasks))
         return [results[k] for k in keys]
+
+    def _report(self, phase: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(f"{self.stage_name}: {phase}", done, total)
+
+    def remove(self, parts: list[Path], decide: Decide,
+               resources: dict[str, float] | None = None) -> tuple[list[Path], StageCount]:
+        out = self.work_dir / "out"
+        tasks = [_RemoveTask(i, str(p), str(out), decide, str(self.run_dir.root),
+                             self.stage_name, self.rejected) for i, p in enumerate(parts)]
+        keys = [f"part-{i:05d}" for i in range(len(parts))]
+        results = self.run_phase("remove", _remove_part, tasks, keys, resources)
+        count = self.count()
+        for result in results:
+            count = count.merge(StageCount.from_dict(
+                {"name": self.stage_name, "type": self.stage_type, "failed": 0, **result}))
+        return [out / f"{k}.parquet" for k in keys], count
+
+    def side_input(self, path: str) -> Path:
+        local = Path(path)
+        if "://" not in path:
+            return local.resolve()
+        digest = xxhash.xxh3_64_hexdigest(path.encode())
+        target = self.work_dir / "side" / f"{digest}-{path.rsplit('/', 1)[-1]}"
+        if not target.exists():
+            pending: list[tuple[Path, Path]] = []
+            with fsspec.open(path, "rb") as src, open(temporary_for(target, pending), "wb") as dst:
+                while block := src.read(8 << 20):
+                    dst.write(block)
+            commit_files(pending)
+        return target
+
+    def count(self) -> StageCount:
+        return StageCount(self.stage_name, self.stage_type)
 
 
 def _keyed(item: tuple[Callable[[Any], dict], Any, str]) -> tuple[str, dict]:
     fn, task, key = item
     return key, fn(task)
+
+
+@dataclass(frozen=True)
+class _RemoveTask:
+    part: int
+    path: str
+    out: str
+    decide: Decide
+    run_dir: str
+    stage: str
+    rejected: str
+
+
+def _remove_part(task: _RemoveTask) -> dict:
+    table = pq.read_table(task.path)
+    decisions = task.decide(task.part, table)
+    for name, values in decisions.columns.items():
+        if name in table.column_names:
+            table = table.set_column(table.column_names.index(name), name, values)
+        else:
+            table = table.append_column(name, values)
+    drop = decisions.removed
+    kept = table.filter(pa.array(~drop))
+    removed = table.filter(pa.array(drop))
+    removed = removed.append_column(REASON, pa.array([decisions.reason] * removed.num_rows,
+                                                     pa.string()))
+    for name, values in decisions.removed_columns.items():
+        removed = removed.append_column(name, values)
+    if task.rejected == "ids":
+        removed = removed.select([ID, REASON, *decisions.removed_columns, *decisions.columns])
+    key = f"part-{task.part:05d}"
+    pending: list[tuple[Path, Path]] = []
+    for final, data in ((Path(task.out) / f"{key}.parquet", kept),
+                        (RunDir(task.run_dir).rejected_path(task.stage, key), removed)):
+        pq.write_table(data, temporary_for(final, pending))
+    commit_files(pending)
+    n_removed = int(np.count_nonzero(drop))
+    return {"in": table.num_rows, "kept": kept.num_rows, "removed": n_removed,
+            "removed_by_reason": {decisions.reason: n_removed} if n_removed else {}}

@@ -85,16 +85,20 @@ class ProgressReporter:
         self._docs: dict[str, int] = {}
         self._read: dict[str, int] = {}  # in-memory bytes read, per task
         self._finished: set[str] = set()
+        self._attached: list[Any] = []
+        self._phase = ""
 
     def attach(self, executor: Any) -> None:
-        """Receive the executor's task messages."""
-        if self.enabled:
+        """Receive the executor's task messages (once per executor)."""
+        if self.enabled and not any(executor is e for e in self._attached):
+            self._attached.append(executor)
             executor.subscribe(TOPIC, self._on_message)
 
     def start(self, label: str, total: int, done: int,
               tasks: dict[str, Shard] | None = None) -> None:
         """A segment whose ``tasks`` (key -> shard) are to run, or a phase of ``total`` tasks;
         ``done`` were committed by an earlier run."""
+        self.stop()
         with self._lock:
             self.label, self.total, self.done = label, total, done
             self._sizes = {key: _input_bytes(s) for key, s in (tasks or {}).items()}
@@ -121,6 +125,18 @@ class ProgressReporter:
                 self._finished.add(key)
                 self._docs[key] = docs
             self._show(final=self.done == self.total)
+
+    def phase(self, label: str, done: int, total: int) -> None:
+        """A barrier stage's phase (``fuzzy_dedup: edges``): ``done`` of its ``total`` tasks."""
+        if label != self._phase:
+            self._phase = label
+            self.start(label, total, done)
+        else:
+            with self._lock:
+                self.done = done
+                self._show(final=done == total)
+        if done == total:
+            self.stop()
 
     def _on_message(self, message: list) -> None:
         key, docs, nbytes = message

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +43,6 @@ class RunDir:
     def manifest_path(self, segment: int, part: str) -> Path:
         return self.root / MANIFESTS / f"segment-{segment:02d}" / f"{part}.json"
 
-    def dataset_manifest_path(self, segment: int) -> Path:
-        return self.root / MANIFESTS / f"segment-{segment:02d}" / "dataset.json"
-
     def work_dir(self, segment: int) -> Path:
         return self.root / WORK / f"segment-{segment:02d}"
 
@@ -53,13 +52,15 @@ class RunDir:
     def errors_path(self, stage: str, part: str) -> Path:
         return self.root / "errors" / stage / f"{part}.jsonl"
 
-    def prepare(self, fingerprint: str, config: dict, force: bool) -> None:
-        """Start or resume a run; refuse to mix results of another configuration."""
+    def prepare(self, fingerprint: str, config: dict, decisive: dict, force: bool) -> None:
+        """Start or resume a run; refuse to mix results of another configuration (``decisive``:
+        every parameter that decides the output, defaults and stage code versions included)."""
         run_file = self.root / RUN_FILE
         if run_file.exists():
             previous = json.loads(run_file.read_text(encoding="utf-8"))
             if previous.get("fingerprint") != fingerprint and not force:
-                changes = _differences(previous.get("config"), config)
+                changes = _differences(previous.get("decisive", previous.get("config")),
+                                       decisive)
                 detail = "; ".join(changes[:5]) or "inputs changed"
                 raise RunDirError(
                     f"{self.root} holds results of a different configuration ({detail}). "
@@ -72,7 +73,8 @@ class RunDir:
         elif force and self.root.exists():
             self.clear()
         self.root.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(run_file, {"fingerprint": fingerprint, "config": config})
+        write_json_atomic(run_file, {"fingerprint": fingerprint, "config": config,
+                                     "decisive": decisive})
 
     def clear(self) -> None:
         """Remove everything in the run directory."""
@@ -100,11 +102,41 @@ class RunDir:
     def commit(self, pending: list[tuple[Path, Path]], manifest: dict, segment: int) -> dict:
         """Rename a shard's temporary files into place, then write its manifest (last)."""
         commit_files(pending)
-        files = []
-        for _, final in pending:
-            files.append({"path": str(final.relative_to(self.root)) if final.is_relative_to(
-                self.root) else str(final), "bytes": final.stat().st_size,
-                "xxh3_128": checksum(final)})
+        files = [{"path": self._recorded(final), **_facts(final)} for _, final in pending]
         manifest = {**manifest, "files": files}
         write_json_atomic(self.manifest_path(segment, manifest["part"]), manifest)
         return manifest
+
+    def replace_committed(self, replacements: Iterable[tuple[Path, Path]]) -> None:
+        """Put each temporary file in place of the committed file it rewrites. The manifest that
+        records the file gets its new size and checksum first, then the rename: a run killed
+        between the two finds the old file (its size no longer matches, or it is rewritten
+        again), never a new file with facts that do not match."""
+        owners: dict[str, Path] | None = None
+        for tmp, final in replacements:
+            if owners is None:
+                owners = self._owners()
+            owner = owners.get(self._recorded(final))
+            if owner is not None:
+                manifest = json.loads(owner.read_text(encoding="utf-8"))
+                for file in manifest["files"]:
+                    if file["path"] == self._recorded(final):
+                        file.update(_facts(tmp))
+                write_json_atomic(owner, manifest)
+            os.replace(tmp, final)
+
+    def _owners(self) -> dict[str, Path]:
+        """Each committed file, as manifests name it → the manifest that records it."""
+        owners = {}
+        for path in sorted((self.root / MANIFESTS).glob("segment-*/part-*.json")):
+            for file in json.loads(path.read_text(encoding="utf-8")).get("files", []):
+                owners[file["path"]] = path
+        return owners
+
+    def _recorded(self, path: Path) -> str:
+        """How a manifest names ``path``: relative to the run directory when inside it."""
+        return str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path)
+
+
+def _facts(path: Path) -> dict[str, Any]:
+    return {"bytes": path.stat().st_size, "xxh3_128": checksum(path)}

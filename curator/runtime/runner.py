@@ -6,20 +6,24 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from curator.pipeline import Pipeline, Segment
-from curator.runtime.executors import Executor, make_executor
+from curator.batch import Shard
+from curator.pipeline import PipelineModel, Segment
+from curator.plugins import load_imports
+from curator.runtime.executors import ExecutorPool
 from curator.runtime.main_guard import leave_if_importing_main
-from curator.runtime.phases import DatasetContext
+from curator.runtime.phases import PhaseContext
 from curator.runtime.progress import ProgressReporter
+from curator.runtime.recovery import run_shard_tasks
 from curator.runtime.requirements import check_requirements
 from curator.runtime.rundir import RunDir
-from curator.runtime.shard_task import ShardTask, run_shard_task
+from curator.runtime.schemas import unify_segment
+from curator.runtime.shard_task import ShardTask
 from curator.runtime.stats import write_stats
-from curator.stages.base import Shard, Sink, Source
+from curator.stages.base import Sink, Source, Stage
 
 log = logging.getLogger("curator")
 
@@ -32,7 +36,19 @@ class RunResult:
     shards_skipped: int  # input shards whose every task an earlier run had committed
 
 
-def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
+def list_input_shards(pipeline: PipelineModel) -> list[Shard]:
+    """Every source's shards in pipeline order, numbered globally; with several sources a
+    shard's label (the prefix of positional ids) starts with its source's name."""
+    sources = pipeline.sources()
+    shards = []
+    for name, source in sources:
+        for shard in source.shards():
+            label = f"{name}/{shard.label}" if len(sources) > 1 else shard.label
+            shards.append(replace(shard, index=len(shards), label=label, source=name))
+    return shards
+
+
+def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
                  executor: str | None = None, workers: int | None = None,
                  scheduler: str | None = None, scheduler_file: str | None = None,
                  force: bool = False, progress: bool = True) -> RunResult:
@@ -44,46 +60,47 @@ def run_pipeline(pipeline: Pipeline, output: str | Path | None = None,
         raise ValueError("no run directory: set 'output' in the pipeline or pass --output")
     run_dir = RunDir(root)
     plan = pipeline.plan()
-    source = pipeline.stages[0]
-    assert isinstance(source, Source)
-    shards = source.shards()
+    shards = list_input_shards(pipeline)
     inputs = [[s.path, s.size] for s in shards]
     fingerprint = _fingerprint(pipeline, inputs)
-    run_dir.prepare(fingerprint, {**pipeline.to_dict(), "inputs": inputs}, force)
+    run_dir.prepare(fingerprint, {**pipeline.to_dict(), "inputs": inputs},
+                    {**pipeline.decisive(), "inputs": inputs}, force)
     config = pipeline.executor
     started = time.time()
     reporter = ProgressReporter(progress)
     manifests: dict[int, list[dict]] = {}
     extras: dict[str, dict[str, Any]] = {}
     ran: set[int] = set()  # indices of the shards some task of this run worked on
-    executor_kind = executor or config.type
-    processes = config.processes if config.processes is not None else pipeline.holds_gil()
-    with make_executor(executor_kind, config.workers if workers is None else workers,
-                       scheduler or config.scheduler, scheduler_file or config.scheduler_file,
-                       processes) as ex:
-        reporter.attach(ex)
-        for planned in plan.segments:
-            segment = Segment(planned.index, planned.kind,
-                              [(n, s.for_cluster(ex.offers_gpu)) for n, s in planned.stages])
+    imports = load_imports(pipeline.imports)
+    with ExecutorPool(executor or config.type, config.workers if workers is None else workers,
+                      scheduler or config.scheduler, scheduler_file or config.scheduler_file,
+                      config.processes, imports) as pool:
+        gpus = pool.offers("GPU")
+        for segment in plan.segments:
+            segment = Segment(segment.index, segment.kind,
+                              [(name, stage.for_cluster(gpus)) for name, stage in segment.stages])
             if segment.kind == "dataset":
                 name, stage = segment.stages[0]
-                ctx = DatasetContext(run_dir, run_dir.work_dir(segment.index), ex, name,
-                                     fingerprint, pipeline.on_error, pipeline.rejected,
-                                     pipeline.batch_bytes, reporter)
+                ex = pool.get(stage.holds_gil)
+                reporter.attach(ex)
+                ctx = PhaseContext(run_dir, run_dir.work_dir(segment.index), ex, name,
+                                   stage.type, fingerprint, pipeline.on_error, pipeline.rejected,
+                                   pipeline.batch_bytes, reporter.phase)
                 result = stage.run_dataset(_parts(shards), ctx)
-                manifests[segment.index] = [{"stages": [result.counts]}]
+                manifests[segment.index] = [{"stages": [result.count.to_dict()]}]
                 shards = [Shard(i, str(p), label=p.name) for i, p in enumerate(result.parts)]
                 continue
-            keep = _followed_by_dataset(plan.segments, segment)
-            done, new = _run_segment(ex, segment, shards, run_dir, pipeline, fingerprint, keep,
-                                     reporter, len(plan.segments))
+            keep = segment.index + 1 < len(plan.segments)
+            done, new = _run_segment(pool.get(segment.holds_gil()), segment, shards, run_dir,
+                                     pipeline, fingerprint, keep, reporter, len(plan.segments))
             parts = {m["part"] for m in new}
             ran.update(s.index for s in shards if s.part in parts)
             manifests[segment.index] = sorted([*done.values(), *new], key=lambda m: m["part"])
             extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
+            unify_segment(run_dir, segment, keep)
             if keep:
                 shards = [Shard(i, str(run_dir.work_dir(segment.index) / f"{s.part}.parquet"),
-                                label=s.part) for i, s in enumerate(shards)]
+                                label=s.part, source=s.source) for i, s in enumerate(shards)]
     stats = write_stats(run_dir, pipeline, manifests, extras,
                         {"seconds": round(time.time() - started, 3), "shards": len(inputs)})
     from curator.report.funnel import write_report
@@ -108,33 +125,34 @@ def _parts(shards: list[Shard]) -> list[Path]:
     return [Path(s.path) for s in shards]
 
 
-def _fingerprint(pipeline: Pipeline, inputs: list) -> str:
+def _fingerprint(pipeline: PipelineModel, inputs: list) -> str:
     blob = json.dumps([pipeline.fingerprint(), inputs]).encode()
     return hashlib.sha256(blob).hexdigest()[:20]
 
 
-def _followed_by_dataset(segments: list[Segment], segment: Segment) -> bool:
-    following = segments[segment.index + 1] if segment.index + 1 < len(segments) else None
-    return following is not None and following.kind == "dataset"
+def _task_stages(segment: Segment, shard: Shard) -> list[tuple[str, Stage]]:
+    """The segment's stages as one shard runs them: only the source that listed it."""
+    return [(name, stage) for name, stage in segment.stages
+            if not isinstance(stage, Source) or name == shard.source]
 
 
-def _run_segment(ex: Executor, segment: Segment, shards: list[Shard], run_dir: RunDir,
-                 pipeline: Pipeline, fingerprint: str, keep: bool, reporter: ProgressReporter,
-                 n_segments: int) -> tuple[dict[str, dict], list[dict]]:
+def _run_segment(ex: Any, segment: Segment, shards: list[Shard], run_dir: RunDir,
+                 pipeline: PipelineModel, fingerprint: str, keep: bool,
+                 reporter: ProgressReporter, n_segments: int) -> tuple[dict[str, dict], list[dict]]:
     done = run_dir.completed(segment.index, fingerprint)
-    tasks = [ShardTask(segment.index, segment.stages, shard, str(run_dir.root), fingerprint,
-                       pipeline.on_error, pipeline.rejected, pipeline.batch_bytes, keep)
+    tasks = [ShardTask(segment.index, _task_stages(segment, shard), shard, str(run_dir.root),
+                       fingerprint, pipeline.on_error, pipeline.rejected, pipeline.batch_bytes,
+                       keep, pipeline.max_failed_fraction)
              for shard in shards if shard.part not in done]
     keys = {t.shard.part: t.key for t in tasks}
+    reporter.attach(ex)
     reporter.start(f"segment {segment.index + 1}/{n_segments}", len(shards), len(done),
                    {t.key: t.shard for t in tasks})
     new = []
     try:
-        for manifest in ex.map(run_shard_task, tasks, [t.key for t in tasks],
-                               segment.resources()):
+        for manifest in run_shard_tasks(ex, tasks, segment.resources()):
             new.append(manifest)
             reporter.advance(keys[manifest["part"]], manifest["stages"][0]["in"])
     finally:
         reporter.stop()
     return done, new
-

@@ -3,46 +3,26 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator.batch import ID, REASON, BatchResult, Failure
-from curator.io.parquet import _ParquetWriter, read_parquet_batches
+from curator.batch import ID, REASON, SOURCE, Failure
+from curator.commit import temporary_for
+from curator.counts import StageCount
+from curator.io.parquet import ParquetPartWriter, read_parquet_batches
 from curator.io.records import ColumnMap
+from curator.runtime.budget import FailureBudget
+from curator.runtime.errors import CurationError
+from curator.runtime.isolation import apply_stage, sandboxed
 from curator.runtime.progress import TaskProgress
 from curator.runtime.rundir import RunDir
-from curator.stages.base import BatchStage, Shard, ShardContext, Sink, SinkWriter, Source
+from curator.stages.base import BatchStage, Filter, Shard, ShardContext, Sink, SinkWriter, Source
 
 INTERMEDIATE_ROW_GROUP = 10_000
-
-
-class CurationError(RuntimeError):
-    """A record failed and the pipeline says ``on_error: fail``."""
-
-
-@dataclass
-class StageCount:
-    """Per-stage, per-shard accounting: ``in == kept + removed + failed``."""
-
-    name: str
-    type: str
-    n_in: int = 0
-    kept: int = 0
-    removed: int = 0
-    failed: int = 0
-    removed_by_reason: Counter = field(default_factory=Counter)
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "in": self.n_in, "kept": self.kept,
-                "removed": self.removed, "failed": self.failed,
-                "removed_by_reason": dict(sorted(self.removed_by_reason.items())),
-                "seconds": round(self.seconds, 4)}
 
 
 @dataclass
@@ -58,6 +38,8 @@ class ShardTask:
     rejected: str
     batch_bytes: int
     keep_intermediate: bool  # write kept rows for a following dataset stage
+    max_failed_fraction: float = 0.1
+    isolate: bool = False  # run every stage in a sandbox (its worker died on this shard)
 
     @property
     def key(self) -> str:
@@ -76,43 +58,43 @@ def _prepared(stage: BatchStage) -> BatchStage:
     return _PREPARED[key]
 
 
-def _isolate(stage: BatchStage, batch: pa.Table, name: str) -> BatchResult:
-    """Run ``stage`` on ``batch``; if it raises, bisect to find and fail only the bad rows."""
-    try:
-        return stage.process(batch)
-    except Exception as err:  # a stage bug or a poison document: isolate it
-        if batch.num_rows <= 1:
-            ids = batch.column(ID).to_pylist() if batch.num_rows else [None]
-            return BatchResult(kept=batch.slice(0, 0), failed=[
-                Failure(stage=name, error=f"{type(err).__name__}: {err}", id=ids[0])])
-    half = batch.num_rows // 2
-    left = _isolate(stage, batch.slice(0, half), name)
-    right = _isolate(stage, batch.slice(half), name)
-    removed = [r for r in (left.removed, right.removed) if r is not None and r.num_rows]
-    return BatchResult(kept=pa.concat_tables([left.kept, right.kept], promote_options="permissive"),
-                       removed=pa.concat_tables(removed, promote_options="permissive")
-                       if removed else None,
-                       failed=left.failed + right.failed)
-
-
 class _ShardOutputs:
     """Rejected and error files of one shard, opened lazily, committed with the shard."""
 
     def __init__(self, task: ShardTask, run_dir: RunDir, ctx: ShardContext) -> None:
         self.task, self.run_dir, self.ctx = task, run_dir, ctx
-        self.rejected: dict[str, _ParquetWriter] = {}
+        self.rejected: dict[str, ParquetPartWriter] = {}
         self.errors: dict[str, Any] = {}
+        self.columns: dict[str, set[pa.Schema]] = {}  # of batches before a stage's first removal
+
+    def note(self, stage: str, batch: pa.Table, writer: SinkWriter | None = None) -> None:
+        """The columns of a batch that reached ``stage``: its writer and its rejected documents
+        get them all, even from batches without rows for them, so that a shard's schema does not
+        depend on how it was batched."""
+        if writer is not None:
+            writer.write(batch.slice(0, 0), None)
+        if self.task.rejected != "documents" or not batch.num_columns:
+            return
+        schema = batch.schema.append(pa.field(REASON, pa.string()))
+        if stage in self.rejected:
+            self.rejected[stage].write(schema.empty_table())
+        else:
+            self.columns.setdefault(stage, set()).add(schema)
 
     def reject(self, stage: str, removed: pa.Table) -> None:
         if self.task.rejected == "ids":
             removed = removed.select([ID, REASON])
         if stage not in self.rejected:
             path = self.ctx.temporary_for(self.run_dir.rejected_path(stage, self.task.shard.part))
-            self.rejected[stage] = _ParquetWriter(path, INTERMEDIATE_ROW_GROUP, "zstd", stage)
+            self.rejected[stage] = ParquetPartWriter(path, INTERMEDIATE_ROW_GROUP, "zstd")
+            for schema in self.columns.pop(stage, ()):
+                self.rejected[stage].write(schema.empty_table())
         for failure in self.rejected[stage].write(removed):
             self.fail(stage, [failure])
 
     def fail(self, stage: str, failures: list[Failure]) -> None:
+        for failure in failures:
+            failure.file = failure.file or self.task.shard.label or self.task.shard.path
         if self.task.on_error == "fail":
             first = failures[0]
             raise CurationError(f"{first.position()}: {first.error} (stage {stage!r}, "
@@ -136,70 +118,94 @@ def _batches(task: ShardTask, source: Source | None):
         yield from read_parquet_batches(task.shard, task.batch_bytes, "input", ColumnMap())
 
 
+def with_source(table: pa.Table, source: str) -> pa.Table:
+    """The ``source`` column: the source's name, where a document does not carry its own."""
+    if table.num_rows == 0 and not table.column_names:
+        return table
+    name = pa.scalar(source, pa.string())
+    if SOURCE not in table.column_names:
+        return table.add_column(min(2, table.num_columns), SOURCE,
+                                pa.array([source] * table.num_rows, pa.string()))
+    index = table.column_names.index(SOURCE)
+    own = table.column(SOURCE).cast(pa.string())
+    return table.set_column(index, SOURCE, pc.coalesce(own, name))
+
+
 def run_shard_task(task: ShardTask) -> dict[str, Any]:
     """Process one shard through the segment's stages; return its committed manifest."""
     run_dir = RunDir(task.run_dir)
-    ctx = ShardContext(run_dir=run_dir.root, stage_name="", shard=task.shard)
+    pending: list = []
     first = task.stages[0][1]
     source = first if isinstance(first, Source) else None
-    batch_stages = [(name, _prepared(s)) for name, s in task.stages if not isinstance(s, Source)]
+    source_name = (first.source or task.stages[0][0]) if source is not None else ""
+    batch_stages = [(name, s if sandboxed(s, task.isolate) else _prepared(s))
+                    for name, s in task.stages if not isinstance(s, Source)]
     counts = {name: StageCount(name, stage.type) for name, stage in task.stages}
-    outputs = _ShardOutputs(task, run_dir, ctx)
-    writers: dict[str, SinkWriter] = {}
-    for name, stage in batch_stages:
-        if isinstance(stage, Sink):
-            ctx.stage_name = name
-            writers[name] = stage.open(ctx)
+    budgets = {name: FailureBudget(name, task.shard.path, task.max_failed_fraction)
+               for name, _ in batch_stages}
+    outputs = _ShardOutputs(task, run_dir, ShardContext(run_dir.root, "", task.shard, pending))
+    writers: dict[str, SinkWriter] = {
+        name: stage.open(ShardContext(run_dir.root, name, task.shard, pending))
+        for name, stage in batch_stages if isinstance(stage, Sink)}
     intermediate = None
     if task.keep_intermediate:
         final = run_dir.work_dir(task.segment) / f"{task.shard.part}.parquet"
-        intermediate = _ParquetWriter(ctx.temporary_for(final), INTERMEDIATE_ROW_GROUP, "zstd",
-                                      "intermediate")
+        intermediate = ParquetPartWriter(temporary_for(final, pending), INTERMEDIATE_ROW_GROUP,
+                                         "zstd")
     rows_out = 0
     progress = TaskProgress(task.key)
     started = time.perf_counter()
     for batch in _batches(task, source):
         progress.add(batch.table.num_rows + len(batch.failed),
                      batch.table.get_total_buffer_size())
+        table = batch.table
         if source is not None:
             count = counts[task.stages[0][0]]
             count.n_in += batch.table.num_rows + len(batch.failed)
             count.kept += batch.table.num_rows
             count.failed += len(batch.failed)
+            count.notes.update(batch.notes)
             count.seconds += time.perf_counter() - started
             if batch.failed:
                 outputs.fail(task.stages[0][0], batch.failed)
-        table = batch.table
+            table = with_source(table, source_name)
         for name, stage in batch_stages:
-            if table.num_rows == 0:
-                break
+            if table.num_rows == 0:  # emptied: the stage's files still get its columns
+                outputs.note(name, table, writers.get(name))
+                continue
             clock = time.perf_counter()
-            table = _run_stage(name, stage, table, counts[name], outputs, writers.get(name))
+            table = _run_stage(name, stage, table, counts[name], outputs, writers.get(name),
+                               budgets[name], task.isolate)
             counts[name].seconds += time.perf_counter() - clock
-        if intermediate is not None and table.num_rows:
+        if intermediate is not None:
             for failure in intermediate.write(table):
                 raise CurationError(f"intermediate write failed: {failure.error}")
         rows_out += table.num_rows
         started = time.perf_counter()
     progress.send()
+    for budget in budgets.values():
+        budget.check_shard()
     sinks = {name: info for name, writer in writers.items() if (info := writer.close())}
     if intermediate is not None:
         intermediate.close()
     outputs.close()
     manifest = {"segment": task.segment, "part": task.shard.part, "fingerprint": task.fingerprint,
-                "input": {"path": task.shard.path, "bytes": task.shard.size},
+                "input": {"path": task.shard.path, "bytes": task.shard.size,
+                          "source": task.shard.source},
                 "stages": [counts[name].to_dict() for name, _ in task.stages],
                 "rows_out": rows_out, "sinks": sinks}
-    return run_dir.commit(ctx.pending, manifest, task.segment)
+    return run_dir.commit(pending, manifest, task.segment)
 
 
 def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
-               outputs: _ShardOutputs, writer: SinkWriter | None) -> pa.Table:
+               outputs: _ShardOutputs, writer: SinkWriter | None, budget: FailureBudget,
+               isolate: bool) -> pa.Table:
     """Apply one stage to a batch, count the outcome, route removed and failed rows."""
     count.n_in += table.num_rows
-    result = _isolate(stage, table, name)
+    outputs.note(name, table)
+    result = apply_stage(stage, table, name, budget, isolate)
     if writer is not None:
-        write_failures = writer.write(result.kept)
+        write_failures = writer.write(result.kept, result.payload)
         if write_failures:
             bad = pa.array([f.id for f in write_failures], pa.string())
             result.kept = result.kept.filter(pc.invert(pc.is_in(result.kept.column(ID), bad)))
@@ -212,8 +218,12 @@ def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
     if result.failed:
         count.failed += len(result.failed)
         outputs.fail(name, result.failed)
+    budget.record(table.num_rows, result.failed)
     count.kept += result.kept.num_rows
-    if count.n_in != count.kept + count.removed + count.failed:
-        raise AssertionError(f"stage {name!r} lost documents: in={count.n_in} kept={count.kept} "
-                             f"removed={count.removed} failed={count.failed}")
+    count.rules.update(result.rule_failures)
+    if isinstance(stage, Filter):
+        for score, values in result.scores.items():
+            count.add_histogram(score, stage.score_bins[score],
+                                values.to_numpy(zero_copy_only=False))
+    count.check()
     return result.kept

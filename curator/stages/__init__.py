@@ -3,10 +3,10 @@ reading a config does not import every library (tokenizers, numba) and nothing i
 cycle. Stages defined elsewhere register themselves by subclassing (``Stage.type``)."""
 
 BUILTIN: dict[str, str] = {
-    "read_jsonl": "curator.io.jsonl",
-    "write_jsonl": "curator.io.jsonl",
-    "read_parquet": "curator.io.parquet",
-    "write_parquet": "curator.io.parquet",
+    "read_jsonl": "curator.stages.readers",
+    "write_jsonl": "curator.stages.writers",
+    "read_parquet": "curator.stages.readers",
+    "write_parquet": "curator.stages.writers",
     "length_filter": "curator.stages.filters.length",
     "sample": "curator.stages.sample",
     "exact_dedup": "curator.stages.dedup.exact",

@@ -1,12 +1,9 @@
 """Stage kinds and the registry that maps a YAML ``type`` to a stage class.
 
 A stage is a pydantic model: its fields are its parameters (validated, documented, dumped to
-YAML). Its ``scope`` tells the planner how it runs:
-
-* ``source``  — lists shards and reads them as batches (``read_jsonl``);
-* ``batch``   — works on one batch at a time; consecutive batch stages fuse into one task
-  per shard (filters, transforms, writers);
-* ``dataset`` — needs the whole dataset (dedup): a barrier between segments.
+YAML). Its class says how it runs: a ``Source`` lists shards and reads them as batches; a
+``BatchStage`` works on one batch at a time (consecutive ones fuse into one task per shard);
+a ``DatasetStage`` needs the whole dataset (dedup): a barrier between segments.
 """
 
 from __future__ import annotations
@@ -15,33 +12,38 @@ import hashlib
 import importlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Protocol
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from curator.batch import BatchResult, Failure, Shard, SourceBatch, split_by_reason
 from curator.commit import temporary_for
-
-Scope = Literal["source", "batch", "dataset"]
+from curator.counts import ScoreBins, StageCount
+from curator.io.files import list_shards
+from curator.stages.filtering import apply_rules
 
 STAGES: dict[str, type[Stage]] = {}
 
 
 class Stage(BaseModel):
-    """Base of every stage. Subclasses set ``type`` and ``scope`` and declare parameters."""
+    """Base of every stage. Subclasses set ``type`` and declare parameters as fields."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     type: ClassVar[str] = ""
-    scope: ClassVar[Scope] = "batch"
+    #: Raise it when the stage's output for the same parameters changes: a run directory
+    #: written by the old code is then not resumed with the new one.
+    version: ClassVar[int] = 1
     #: False when the stage's work runs in native code that releases the GIL (Arrow, NumPy):
-    #: a pipeline of such stages alone runs in threads, without worker start-up or pickling.
+    #: a segment of such stages alone runs in threads, without worker start-up or pickling.
     holds_gil: ClassVar[bool] = True
-    #: Modules beyond the core dependencies -> the curator extra that installs each
-    #: (``{"tokenizers": "tokenize"}``); checked before a run starts.
+    #: Parameters that never change the output (where it runs): left out of the fingerprint.
+    placement: ClassVar[frozenset[str]] = frozenset()
+    #: Modules the stage imports, with the extra that installs them (``pip install curator[X]``);
+    #: checked before a run starts.
     requires: ClassVar[dict[str, str]] = {}
 
     name: str | None = Field(None, description="Name used in stats and --set; defaults to type.")
@@ -61,25 +63,31 @@ class Stage(BaseModel):
         return dict(self.requires)
 
     def for_cluster(self, gpus: bool) -> Stage:
-        """This stage as it runs on a cluster with GPU workers (``gpus``) or without; a stage
-        with ``device: auto`` returns a copy with the device chosen. Default: itself."""
+        """This stage with its placement resolved for a cluster that has (or lacks) GPU workers."""
         return self
 
     def to_dict(self) -> dict[str, Any]:
         """The stage as it is written in YAML: ``type`` first, then non-default parameters."""
         return {"type": self.type, **self.model_dump(mode="json", exclude_defaults=True)}
 
+    def decisive(self) -> dict[str, Any]:
+        """Everything that decides the output: type, code version and every parameter, defaults
+        included (an upgrade that changes a default changes the fingerprint)."""
+        params = self.model_dump(mode="json", exclude=set(self.placement))
+        return {"type": self.type, "version": self.version, **params}
+
     def fingerprint(self) -> str:
-        """Hash of the stage's type and parameters (what decides its output)."""
-        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        blob = json.dumps(self.decisive(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------- sources
 class Source(Stage):
-    """A stage that lists shards and reads each one as a stream of batches."""
+    """A stage that lists shards and reads each one as a stream of batches. Several sources may
+    lead a pipeline; each writes its ``source`` name into the ``source`` column."""
 
-    scope: ClassVar[Scope] = "source"
+    source: str | None = Field(None, description="Value of the 'source' column (documents that "
+                               "carry their own keep it); default the stage name.")
 
     def shards(self) -> list[Shard]:
         raise NotImplementedError
@@ -96,14 +104,20 @@ class FileSource(Source):
     id_field: str = Field("id", description="Field holding a stable id; path:position if absent.")
 
     def shards(self) -> list[Shard]:
-        from curator.io.files import list_shards
-
         return list_shards(self.path)
 
 
 # ---------------------------------------------------------------------------- batch stages
 class BatchStage(Stage):
     """A per-batch stage. ``setup`` prepares unpicklable state once per worker (models)."""
+
+    timeout_s: float | None = Field(
+        None, gt=0, description="Seconds one document may take: the stage then runs in a sandbox "
+        "process, one document at a time, and a document still running when they are up fails "
+        "with reason 'timeout' (its process is killed; the others go on). Not for writers.")
+    max_document_bytes: int | None = Field(
+        None, gt=0, description="A document whose text has more bytes fails with reason "
+        "'too_large' without reaching the stage.")
 
     def setup(self) -> None:
         """Load models or other heavy state; called once per worker before the first batch."""
@@ -113,23 +127,51 @@ class BatchStage(Stage):
 
 
 class Filter(BatchStage):
-    """A batch stage that removes documents: ``reasons`` gives null (keep) or a reason string."""
+    """A batch stage that removes documents.
 
-    def reasons(self, batch: pa.Table) -> pa.Array:
+    Either compute signals apart from decisions: ``scores`` gives named score columns, ``rules``
+    turns them into one failing-mask per reason (every rule is evaluated and counted; a
+    document's reason is its first failing rule; ``keep_scores`` keeps the scores as columns);
+    or give ``reasons`` directly: null (keep) or a reason string per row.
+    """
+
+    keep_scores: bool = Field(False, description="Keep the score columns in the output, to "
+                              "re-threshold later without recomputing.")
+
+    #: Histogram bins per score, for stats.json and the report.
+    score_bins: ClassVar[dict[str, ScoreBins]] = {}
+
+    def scores(self, batch: pa.Table) -> dict[str, pa.Array]:
+        """Named score columns (one value per row)."""
         raise NotImplementedError
 
+    def rules(self, scores: dict[str, pa.Array]) -> dict[str, pa.Array]:
+        """Reason -> boolean mask of the rows that fail that rule, in order of precedence."""
+        raise NotImplementedError
+
+    def reasons(self, batch: pa.Table) -> pa.Array:
+        """Null (keep) or the reason per row: the first failing rule."""
+        return apply_rules(batch, self.rules(self.scores(batch)), {}, False).reasons
+
     def process(self, batch: pa.Table) -> BatchResult:
-        return split_by_reason(batch, self.reasons(batch))
+        if type(self).scores is Filter.scores:
+            return split_by_reason(batch, self.reasons(batch))
+        scores = self.scores(batch)
+        verdict = apply_rules(batch, self.rules(scores), scores, self.keep_scores)
+        result = split_by_reason(verdict.table, verdict.reasons)
+        result.rule_failures = verdict.failures
+        result.scores = {name: scores[name] for name in self.score_bins if name in scores}
+        return result
 
 
 @dataclass
 class ShardContext:
-    """Where a writer puts one shard's output, and the files to commit when the shard is whole."""
+    """Where one writer puts one shard's output; its files are committed with the shard."""
 
     run_dir: Path
     stage_name: str
     shard: Shard
-    pending: list[tuple[Path, Path]] = field(default_factory=list)  # (temporary, final)
+    pending: list[tuple[Path, Path]]  # (temporary, final), shared by the shard's writers
 
     def temporary_for(self, final: Path) -> Path:
         """A temporary name beside ``final``; renamed to ``final`` when the shard commits."""
@@ -137,18 +179,26 @@ class ShardContext:
 
 
 class SinkWriter(Protocol):
-    def write(self, table: pa.Table) -> list[Failure]:
-        """Write rows; return those that could not be written."""
+    def write(self, table: pa.Table, payload: Any) -> list[Failure]:
+        """Write rows (with what the stage's ``process`` computed for them); return those that
+        could not be written."""
 
     def close(self) -> dict[str, Any] | None:
         """Finish the shard's files; may return facts for the shard manifest (token counts)."""
 
 
 class Sink(BatchStage):
-    """A batch stage that writes every kept document of a shard and passes it on unchanged."""
+    """A batch stage that writes every kept document of a shard and passes it on unchanged.
+
+    ``process`` may compute what the writer needs (tokens) and return it as the result's
+    ``payload``; the runtime hands it to the shard's writer with the rows."""
 
     def open(self, ctx: ShardContext) -> SinkWriter:
         raise NotImplementedError
+
+    def join_payloads(self, payloads: list[Any]) -> Any:
+        """One payload for rows whose results were computed in pieces (in row order)."""
+        return None
 
     def finalize(self, run_dir: Path, stage_name: str,
                  shard_infos: list[dict[str, Any]]) -> dict[str, Any]:
@@ -160,6 +210,11 @@ class Sink(BatchStage):
         path = getattr(self, "path", None)
         return Path(path) if path else run_dir / stage_name
 
+    def parquet_parts(self, run_dir: Path, stage_name: str) -> tuple[Path, str] | None:
+        """The folder of Parquet parts (and their compression) that the runtime gives one
+        schema once every shard is committed; None for other outputs."""
+        return None
+
     def process(self, batch: pa.Table) -> BatchResult:
         return BatchResult(kept=batch)
 
@@ -170,18 +225,16 @@ class DatasetResult:
     """What a dataset-wide stage hands on: its output parts and its funnel entry."""
 
     parts: list[Path]
-    counts: dict[str, Any]
+    count: StageCount
 
 
 class DatasetStage(Stage):
-    """A stage that needs the whole dataset (a barrier): dedup, decontamination, packing.
+    """A stage that needs the whole dataset (a barrier): dedup, decontamination.
 
-    ``run_dataset`` receives the committed parts of the previous segment and a context that
-    maps tasks over the executor; it writes its own phases under ``ctx.work_dir`` so that a
-    restart resumes at the phase that was cut, and returns the parts the next segment reads.
+    ``run_dataset`` receives the committed parts of the previous segment and a
+    :class:`curator.stages.context.DatasetContext`: it maps restartable phases over the
+    executor, removes what its decisions say, and returns the parts the next segment reads.
     """
-
-    scope: ClassVar[Scope] = "dataset"
 
     def run_dataset(self, parts: list[Path], ctx: Any) -> DatasetResult:
         raise NotImplementedError

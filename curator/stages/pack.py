@@ -162,8 +162,11 @@ class Pack(TokenizingSink):
         result = split_by_reason(batch, pa.array(reasons, pa.string()))
         result.failed = failed
         seqs = seqs.select(np.array([r is None for r in reasons], dtype=bool))
-        self.hand_over(result.kept.column(ID), seqs, result.kept.num_rows)
+        result.payload = seqs
         return result
+
+    def join_payloads(self, payloads: list[_Sequences]) -> _Sequences:
+        return _Sequences.concat(payloads)
 
     def _column_error(self, batch: pa.Table) -> str | None:
         for param, column in (("text_field", self.text_field),
@@ -194,10 +197,6 @@ class Pack(TokenizingSink):
             reasons = np.where(too_long, LONG_REASON, None)
         reasons[text_lengths == 0] = EMPTY_REASON
         return seqs, reasons.tolist()
-
-    def take_sequences(self, table: pa.Table) -> _Sequences:
-        """The sequences ``process`` built for exactly these rows (built again if they are not)."""
-        return self.take_over(table, _Sequences.concat, lambda t: self._sequences(t)[0])
 
     def open(self, ctx: ShardContext) -> _PackWriter:
         return _PackWriter(self, ctx)
@@ -243,9 +242,9 @@ class _PackWriter:
         self.stage, self.ctx = stage, ctx
         self.parts: list[_Sequences] = []
 
-    def write(self, table: pa.Table) -> list[Failure]:
+    def write(self, table: pa.Table, payload: _Sequences) -> list[Failure]:
         if table.num_rows:
-            self.parts.append(self.stage.take_sequences(table))
+            self.parts.append(payload)
         return []
 
     def close(self) -> dict[str, Any]:

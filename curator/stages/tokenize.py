@@ -9,7 +9,7 @@ it writes ``<out>/blend.json`` (relative weights per source, the ``--data-path``
 documents per source and split, the vocabulary and the padded vocabulary the trainer will use.
 
 A document that tokenizes to nothing is *removed* (``empty_after_tokenization``) in ``process``,
-which hands the kept rows' ids to the shard's writer (:mod:`curator.stages.tokenizing`).
+which hands the kept rows' tokens to the shard's writer as the result's payload.
 """
 
 from __future__ import annotations
@@ -149,15 +149,14 @@ class Tokenize(TokenizingSink):
             removed = gone.append_column(REASON, pa.array([EMPTY_REASON] * gone.num_rows,
                                                           pa.string()))
             lengths = lengths[~empty]  # empty documents own no tokens: flat is unchanged
-        self.hand_over(kept.column(ID), (flat, lengths), kept.num_rows)
-        return BatchResult(kept=kept, removed=removed)
+        return BatchResult(kept=kept, removed=removed, payload=(flat, lengths))
 
-    def take_tokens(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        """The ids ``process`` computed for exactly these rows (re-encoded if they are not)."""
-        return self.take_over(
-            table, lambda parts: (np.concatenate([p[0] for p in parts]),
-                                  np.concatenate([p[1] for p in parts])),
-            lambda t: _encode(self._tokenizer(), t.column(TEXT).to_pylist()))
+    def join_payloads(self, payloads: list[tuple[np.ndarray, np.ndarray]]
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        if not payloads:
+            return np.empty(0, np.int32), np.empty(0, np.int64)
+        return (np.concatenate([p[0] for p in payloads]),
+                np.concatenate([p[1] for p in payloads]))
 
     def open(self, ctx: ShardContext) -> _TokenWriter:
         return _TokenWriter(self, ctx)
@@ -275,10 +274,10 @@ class _TokenWriter:
                 else None)
         return self.writers[key]
 
-    def write(self, table: pa.Table) -> list[Failure]:
+    def write(self, table: pa.Table, payload: tuple[np.ndarray, np.ndarray]) -> list[Failure]:
         if table.num_rows == 0:
             return []
-        flat, lengths = self.stage.take_tokens(table)
+        flat, lengths = payload
         keys = self._keys(table)
         try:
             if len(keys) == 1:

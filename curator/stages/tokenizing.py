@@ -2,34 +2,27 @@
 
 Tokenizing happens in ``process`` (so a document that tokenizes to nothing, or too long, is
 *removed* with its reason and shows in the funnel); what ``process`` computed for the kept rows
-is handed to the shard's writer through a per-thread queue (:meth:`hand_over` /
-:meth:`take_over`), so nothing is encoded twice and the documents pass on unchanged.
+travels to the shard's writer as the result's ``payload``, so nothing is encoded twice and the
+documents pass on unchanged.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import pyarrow as pa
 from pydantic import Field, PrivateAttr, field_validator
 
-from curator.batch import ID
 from curator.commit import checksum
 from curator.stages.base import Sink
 from curator.tokenization.loading import Tokenizer, TokenizerSpecError, load_tokenizer
 
 EMPTY_REASON = "empty_after_tokenization"
-T = TypeVar("T")
-_HANDOFF = threading.local()  # per thread: stage id -> deque of (ids, payload, rows)
 _LIBRARY = {"hf": "tokenizers", "sentencepiece": "sentencepiece", "tiktoken": "tiktoken"}
 
 
 class TokenizingSink(Sink):
-    """A sink that loads a tokenizer once per worker and hands tokens from process to writer."""
+    """A sink that loads a tokenizer once per worker; its writer gets the tokens with the rows."""
 
     tokenizer: str | dict[str, Any] = Field(
         description="tokenizer.json, a model directory, a SentencePiece .model or a .tiktoken "
@@ -66,36 +59,6 @@ class TokenizingSink(Sink):
             self.setup()
         assert self._tok is not None
         return self._tok
-
-    # ------------------------------------------------------------------ process -> writer
-    def _queue(self) -> deque:
-        queues = getattr(_HANDOFF, "queues", None)
-        if queues is None:
-            queues = _HANDOFF.queues = {}
-        return queues.setdefault(id(self), deque())
-
-    def hand_over(self, ids: pa.Array | pa.ChunkedArray, payload: Any, rows: int) -> None:
-        """Keep what ``process`` computed for the kept rows ``ids`` for the shard's writer."""
-        if rows:
-            self._queue().append((ids, payload, rows))
-
-    def take_over(self, table: pa.Table, join: Callable[[list[Any]], T],
-                  rebuild: Callable[[pa.Table], T]) -> T:
-        """What ``process`` handed over for exactly the rows of ``table`` (``join`` of the
-        payloads), or ``rebuild(table)`` when the queue is out of step (a caller that skipped
-        ``process``)."""
-        queue = self._queue()
-        parts, rows = [], 0
-        while queue and rows < table.num_rows:
-            parts.append(queue.popleft())
-            rows += parts[-1][2]
-        if parts and rows == table.num_rows:
-            ids = pa.chunked_array([c.cast(pa.string()) for p in parts
-                                    for c in pa.chunked_array(p[0]).chunks], pa.string())
-            if ids.equals(table.column(ID).cast(pa.string())):
-                return join([p[1] for p in parts])
-        queue.clear()
-        return rebuild(table)
 
     # ------------------------------------------------------------------ finalize
     def check_one_tokenizer(self, out: Path, shard_infos: list[dict[str, Any]]) -> None:

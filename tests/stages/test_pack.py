@@ -273,12 +273,12 @@ def test_missing_columns_and_null_prompts_fail_their_rows(tok_path, tmp_path):
     assert "read into 'text'" in error["error"]
 
 
-def test_writer_rebuilds_sequences_it_was_not_handed(tok_path, tok):
+def test_process_hands_the_writer_its_sequences_with_the_rows(tok_path, tok):
     stage = Pack(tokenizer=tok_path, pack_size=128, prompt_field="input")
     table = pa.table({"id": ["x", "y"], "text": ["Four.", "Blue."],
                       "input": ["2 + 2?\n", "A colour?\n"]})
-    seqs = stage.take_sequences(table)  # nothing queued: built from the rows
+    seqs = stage.process(table).payload
     assert seqs.tokens.tolist() == [*tok.encode("2 + 2?\n"), *tok.encode("Four."), tok.eod_id,
                                     *tok.encode("A colour?\n"), *tok.encode("Blue."), tok.eod_id]
-    stage.process(table)
-    assert stage.take_sequences(table).tokens.tolist() == seqs.tokens.tolist()
+    halves = [stage.process(table.slice(0, 1)).payload, stage.process(table.slice(1)).payload]
+    assert stage.join_payloads(halves).tokens.tolist() == seqs.tokens.tolist()

@@ -4,8 +4,8 @@ Phases (each restartable, none collects the dataset in one process):
   1. ``hash``   per part:   (h1, h2, id, score, part, row) → ``hash/<part>/bucket-B.parquet``
   2. ``group``  per bucket: sort by (hash, rank); first of each group survives →
                             ``decisions/bucket-B.parquet`` (part, row, id, duplicate_of)
-  3. ``remove`` per part:   drop the rows its decisions name → ``out/part-N.parquet`` and
-                            ``rejected/<stage>/part-N.parquet`` (with ``duplicate_of``)
+  3. ``remove`` per part:   the runtime's removal phase drops the rows the decisions name
+                            (``rejected/<stage>/``, reason ``exact_duplicate``, ``duplicate_of``)
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ import pyarrow.parquet as pq
 import xxhash
 from pydantic import Field
 
-from curator.batch import ID, REASON, TEXT
+from curator.batch import ID, TEXT
 from curator.commit import commit_files, temporary_for
-from curator.runtime.phases import DatasetContext
-from curator.runtime.rundir import RunDir
 from curator.stages.base import DatasetResult, DatasetStage
+from curator.stages.context import DatasetContext, Decisions
 from curator.stages.dedup.buckets import write_split
 
 REASON_EXACT = "exact_duplicate"
@@ -116,35 +115,19 @@ def _group_bucket(task: _GroupTask) -> dict:
 
 
 @dataclass(frozen=True)
-class _RemoveTask:
-    part: int
-    path: str
+class _Duplicates:
+    """Decisions of one part: the rows the group phase found to be duplicates."""
+
     work: str
-    run_dir: str
-    stage: str
-    rejected: str
 
-
-def _remove_from_part(task: _RemoveTask) -> dict:
-    decisions = ds.dataset(str(Path(task.work) / "decisions"), format="parquet") \
-        .to_table(filter=ds.field("part") == task.part, columns=["row", "duplicate_of"])
-    table = pq.read_table(task.path)
-    drop = np.zeros(table.num_rows, dtype=bool)
-    rows = decisions.column("row").to_numpy()
-    drop[rows] = True
-    kept = table.filter(pa.array(~drop))
-    removed = table.take(pa.array(rows)).append_column(
-        REASON, pa.array([REASON_EXACT] * len(rows), pa.string())).append_column(
-        "duplicate_of", decisions.column("duplicate_of"))
-    if task.rejected == "ids":
-        removed = removed.select([ID, REASON, "duplicate_of"])
-    out = Path(task.work) / "out" / f"part-{task.part:05d}.parquet"
-    rejected = RunDir(task.run_dir).rejected_path(task.stage, f"part-{task.part:05d}")
-    pending: list[tuple[Path, Path]] = []
-    for final, data in ((out, kept), (rejected, removed)):
-        pq.write_table(data, temporary_for(final, pending))
-    commit_files(pending)
-    return {"in": table.num_rows, "kept": kept.num_rows, "removed": len(rows)}
+    def __call__(self, part: int, table: pa.Table) -> Decisions:
+        decisions = ds.dataset(str(Path(self.work) / "decisions"), format="parquet") \
+            .to_table(filter=ds.field("part") == part, columns=["row", "duplicate_of"]) \
+            .sort_by("row")
+        drop = np.zeros(table.num_rows, dtype=bool)
+        drop[decisions.column("row").to_numpy()] = True
+        return Decisions(drop, REASON_EXACT,
+                         removed_columns={"duplicate_of": decisions.column("duplicate_of")})
 
 
 class ExactDedup(DatasetStage):
@@ -161,6 +144,11 @@ class ExactDedup(DatasetStage):
 
     def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
         started = time.perf_counter()
+        if self.score_field and parts:
+            columns = pq.read_schema(parts[0]).names  # the parts share one schema
+            if self.score_field not in columns:
+                raise ValueError(f"{ctx.stage_name}: score_field {self.score_field!r} is not a "
+                                 f"column of the dataset (columns: {', '.join(columns)})")
         work = str(ctx.work_dir)
         buckets = self.buckets or max(1, len(parts))
         keys = [f"part-{i:05d}" for i in range(len(parts))]
@@ -170,13 +158,6 @@ class ExactDedup(DatasetStage):
         ctx.run_phase("group", _group_bucket, [
             _GroupTask(b, work, len(parts), self.score_field is not None)
             for b in range(buckets)], [f"bucket-{b:05d}" for b in range(buckets)])
-        removed = ctx.run_phase("remove", _remove_from_part, [
-            _RemoveTask(i, str(p), work, str(ctx.run_dir.root), ctx.stage_name, ctx.rejected)
-            for i, p in enumerate(parts)], keys)
-        total_removed = sum(r["removed"] for r in removed)
-        counts = {"name": ctx.stage_name, "type": self.type,
-                  "in": sum(r["in"] for r in removed), "kept": sum(r["kept"] for r in removed),
-                  "removed": total_removed, "failed": 0,
-                  "removed_by_reason": {REASON_EXACT: total_removed} if total_removed else {},
-                  "seconds": round(time.perf_counter() - started, 3)}
-        return DatasetResult([ctx.work_dir / "out" / f"{k}.parquet" for k in keys], counts)
+        outputs, count = ctx.remove(parts, _Duplicates(work))
+        count.seconds = time.perf_counter() - started
+        return DatasetResult(outputs, count)

@@ -19,9 +19,9 @@ tasks that commit their own files, so a restart redoes only the tasks that were 
   5. ``members`` per part: attach ids → ``members/part-N/bucket-B.arrow`` bucketed by label.
   6. ``clusters`` per bucket: sort by (label, id): the first id survives; cluster size
      → ``clusters/bucket-B/part-N.arrow``.
-  7. ``remove`` per part: ``cluster_id`` (the survivor's id), ``cluster_size`` and ``kept`` on
-     every document; kept ones → ``out/``, others → ``rejected/<stage>/`` (reason
-     ``near_duplicate``, ``duplicate_of``) and the audit table ``duplicates/part-N.parquet``.
+  7. ``remove`` per part (the runtime's removal phase): ``cluster_id`` (the survivor's id),
+     ``cluster_size`` and ``kept`` on every document; kept ones → ``out/``, others →
+     ``rejected/<stage>/`` (reason ``near_duplicate``, ``duplicate_of``).
 
 No phase collects the dataset, the graph or a component list in one process; a task holds
 one part, one bucket or one node partition.
@@ -44,12 +44,11 @@ import pyarrow.parquet as pq
 import xxhash
 from pydantic import Field
 
-from curator.batch import ID, REASON, TEXT
+from curator.batch import ID, TEXT
 from curator.commit import commit_files, temporary_for
 from curator.kernels.lsh import fmix64
-from curator.runtime.phases import DatasetContext
-from curator.runtime.rundir import RunDir
 from curator.stages.base import DatasetResult, DatasetStage
+from curator.stages.context import DatasetContext, Decisions
 from curator.stages.dedup.buckets import write_split
 
 REASON_FUZZY = "near_duplicate"
@@ -362,7 +361,7 @@ def _clusters_bucket(task: _ClusterTask) -> dict:
     if table is None:
         result = schema.empty_table()
         part = np.empty(0, np.int64)
-        clusters = 0
+        clusters = in_clusters = 0
     else:
         table = table.sort_by([("label", "ascending"), (ID, "ascending"), ("part", "ascending"),
                                ("row", "ascending")])
@@ -377,66 +376,42 @@ def _clusters_bucket(task: _ClusterTask) -> dict:
                            "cluster_size": size, "kept": first}, schema=schema)
         part = table.column("part").to_numpy().astype(np.int64)
         clusters = len(start)
+        in_clusters = int((size > 1).sum())
     out = folder / "clusters" / f"bucket-{task.bucket:05d}"
     pending: list[tuple[Path, Path]] = []
     write_split(result, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
     commit_files(pending)
-    return {"clusters": clusters}
+    return {"clusters": clusters, "in_clusters": in_clusters}
 
 
 # ------------------------------------------------------------------------------------ phase 7
 @dataclass(frozen=True)
-class _RemoveTask:
-    part: int
-    path: str
+class _Clusters:
+    """Decisions of one part: cluster of every row; all but each cluster's survivor go."""
+
     work: str
     buckets: int
-    run_dir: str
-    stage: str
-    rejected: str
 
-
-def _remove_from_part(task: _RemoveTask) -> dict:
-    folder = Path(task.work)
-    table = pq.read_table(task.path)
-    n = table.num_rows
-    ids = table.column(ID).cast(pa.string())
-    decided = _read_all([folder / "clusters" / f"bucket-{b:05d}" / f"part-{task.part:05d}.arrow"
-                         for b in range(task.buckets)])
-    size = np.ones(n, np.int64)
-    kept = np.ones(n, bool)
-    source = np.arange(n, dtype=np.int64)  # where cluster_id comes from: own id, or a member
-    cluster_ids = ids
-    if decided is not None:
-        rows = decided.column("row").to_numpy()
-        size[rows] = decided.column("cluster_size").to_numpy()
-        kept[rows] = decided.column("kept").to_numpy(zero_copy_only=False)
-        source[rows] = n + np.arange(len(rows))
-        both = pa.concat_arrays([ids.combine_chunks(), decided.column("cluster_id")
-                                 .combine_chunks()])
-        cluster_ids = both.take(pa.array(source))
-    table = table.append_column("cluster_id", cluster_ids) \
-        .append_column("cluster_size", pa.array(size)).append_column("kept", pa.array(kept))
-    keep_rows = np.flatnonzero(kept)
-    drop_rows = np.flatnonzero(~kept)
-    out_table = table.take(pa.array(keep_rows))
-    removed = table.take(pa.array(drop_rows))
-    removed = removed.append_column(REASON, pa.array([REASON_FUZZY] * len(drop_rows),
-                                                     pa.string())) \
-        .append_column("duplicate_of", removed.column("cluster_id"))
-    audit = removed.select([ID, "duplicate_of", "cluster_id", "cluster_size"])
-    if task.rejected == "ids":
-        removed = removed.select([ID, REASON, "duplicate_of", "cluster_id", "cluster_size"])
-    key = f"part-{task.part:05d}"
-    pending: list[tuple[Path, Path]] = []
-    targets = ((folder / "out" / f"{key}.parquet", out_table),
-               (RunDir(task.run_dir).rejected_path(task.stage, key), removed),
-               (folder / "duplicates" / f"{key}.parquet", audit))
-    for final, data in targets:
-        pq.write_table(data, temporary_for(final, pending))
-    commit_files(pending)
-    return {"in": n, "kept": len(keep_rows), "removed": len(drop_rows),
-            "in_clusters": int((size > 1).sum())}
+    def __call__(self, part: int, table: pa.Table) -> Decisions:
+        n = table.num_rows
+        ids = table.column(ID).cast(pa.string()).combine_chunks()
+        decided = _read_all([Path(self.work) / "clusters" / f"bucket-{b:05d}" /
+                             f"part-{part:05d}.arrow" for b in range(self.buckets)])
+        size = np.ones(n, np.int64)
+        kept = np.ones(n, bool)
+        source = np.arange(n, dtype=np.int64)  # where cluster_id comes from: own id, or a member
+        cluster_ids = ids
+        if decided is not None:
+            rows = decided.column("row").to_numpy()
+            size[rows] = decided.column("cluster_size").to_numpy()
+            kept[rows] = decided.column("kept").to_numpy(zero_copy_only=False)
+            source[rows] = n + np.arange(len(rows))
+            both = pa.concat_arrays([ids, decided.column("cluster_id").combine_chunks()])
+            cluster_ids = both.take(pa.array(source))
+        return Decisions(~kept, REASON_FUZZY,
+                         columns={"cluster_id": cluster_ids, "cluster_size": pa.array(size),
+                                  "kept": pa.array(kept)},
+                         removed_columns={"duplicate_of": cluster_ids.filter(pa.array(~kept))})
 
 
 # ------------------------------------------------------------------------------------ stage
@@ -447,6 +422,7 @@ class FuzzyDedup(DatasetStage):
 
     type = "fuzzy_dedup"
     holds_gil: ClassVar[bool] = False  # numba kernels (nogil), Arrow and NumPy
+    placement: ClassVar[frozenset[str]] = frozenset({"device"})  # GPU == CPU, bit for bit
 
     shingle: Literal["char", "word"] = Field(
         "char", description="char: 24-character shingles, 20x13; word: 5-word, 14x8.")
@@ -516,20 +492,12 @@ class FuzzyDedup(DatasetStage):
             _MemberTask(i, str(p), work, nb, nb) for i, p in enumerate(parts)], keys)
         clusters = ctx.run_phase("clusters", _clusters_bucket, [
             _ClusterTask(b, work, len(parts)) for b in range(nb)], bucket_keys)
-        removed = ctx.run_phase("remove", _remove_from_part, [
-            _RemoveTask(i, str(p), work, nb, str(ctx.run_dir.root), ctx.stage_name,
-                        ctx.rejected) for i, p in enumerate(parts)], keys)
-        total_removed = sum(r["removed"] for r in removed)
-        counts = {"name": ctx.stage_name, "type": self.type,
-                  "in": sum(r["in"] for r in removed), "kept": sum(r["kept"] for r in removed),
-                  "removed": total_removed, "failed": 0,
-                  "removed_by_reason": {REASON_FUZZY: total_removed} if total_removed else {},
-                  "seconds": round(time.perf_counter() - started, 3),
-                  "dedup": {"candidates": sum(e["candidates"] for e in edges),
-                            "edges": sum(e["edges"] for e in edges),
-                            "component_rounds": rnd + 1,
-                            "clusters": sum(c["clusters"] for c in clusters),
-                            "in_clusters": sum(r["in_clusters"] for r in removed),
-                            "no_shingle": sum(s["empty"] for s in sig),
-                            "device": self.device}}
-        return DatasetResult([ctx.work_dir / "out" / f"{k}.parquet" for k in keys], counts)
+        outputs, count = ctx.remove(parts, _Clusters(work, nb))
+        count.seconds = time.perf_counter() - started
+        count.facts["dedup"] = {
+            "candidates": sum(e["candidates"] for e in edges),
+            "edges": sum(e["edges"] for e in edges), "component_rounds": rnd + 1,
+            "clusters": sum(c["clusters"] for c in clusters),
+            "in_clusters": sum(c["in_clusters"] for c in clusters),
+            "no_shingle": sum(s["empty"] for s in sig), "device": self.device}
+        return DatasetResult(outputs, count)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
 from curator.batch import TEXT
+from curator.counts import ScoreBins
 from curator.stages.base import Filter
 
 
@@ -15,6 +18,7 @@ class LengthFilter(Filter):
 
     type = "length_filter"
     holds_gil = False
+    score_bins: ClassVar[dict[str, ScoreBins]] = {"chars": ScoreBins(1, 1e7, 28, log=True)}
 
     min_chars: int = Field(0, ge=0, description="Fewer characters: removed as 'too_short'.")
     max_chars: int | None = Field(None, gt=0, description="More characters: 'too_long'.")
@@ -25,10 +29,11 @@ class LengthFilter(Filter):
             raise ValueError(f"max_chars ({self.max_chars}) is below min_chars ({self.min_chars})")
         return self
 
-    def reasons(self, batch: pa.Table) -> pa.Array:
-        length = pc.utf8_length(batch.column(TEXT))
-        null = pa.scalar(None, pa.string())
-        reasons = pc.if_else(pc.less(length, self.min_chars), "too_short", null)
+    def scores(self, batch: pa.Table) -> dict[str, pa.Array]:
+        return {"chars": pc.utf8_length(batch.column(TEXT)).combine_chunks()}
+
+    def rules(self, scores: dict[str, pa.Array]) -> dict[str, pa.Array]:
+        rules = {"too_short": pc.less(scores["chars"], self.min_chars)}
         if self.max_chars is not None:
-            reasons = pc.if_else(pc.greater(length, self.max_chars), "too_long", reasons)
-        return reasons
+            rules["too_long"] = pc.greater(scores["chars"], self.max_chars)
+        return rules

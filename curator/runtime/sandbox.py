@@ -1,0 +1,305 @@
+"""A sandbox: a child process that runs one stage on one document at a time.
+
+The parent sends a batch; the child runs the stage on each row in turn and sends the results
+back in chunks. Before it starts a row it writes the row's index and start time into a small
+shared memory map, so the parent always knows which document is running. When the child dies,
+that document fails with reason ``worker_died``; when it runs longer than the stage's
+``timeout_s``, the parent kills the child and fails it with reason ``timeout``. A new child then
+takes the documents whose results had not come back, and the rest of the batch.
+
+The child is a fresh interpreter (``subprocess``, not ``multiprocessing``: a Dask worker is a
+daemonic process, which may not have ``multiprocessing`` children). It loads the pipeline's
+imports, then the pickled stage, and calls ``setup`` once; children are kept per worker process
+and stage, and reused batch after batch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import mmap
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+import cloudpickle
+import pyarrow as pa
+
+from curator.batch import ID, BatchResult, Failure, join_results
+from curator.plugins import load_imports, loaded_imports
+from curator.runtime.errors import CurationError
+from curator.stages.base import BatchStage
+
+CHUNK_ROWS = 256  # results travel back every CHUNK_ROWS documents...
+CHUNK_SECONDS = 0.5  # ...or every CHUNK_SECONDS, whichever comes first
+POLL_SECONDS = 0.5  # how often the parent looks at a child that has no timeout
+MAX_SILENT_DEATHS = 3  # deaths outside any document (start-up, sending) before giving up
+
+Progress = Callable[[int, int], None]  # (documents done, documents failed) in this batch
+
+
+class _Slots:
+    """Three int64 in shared memory: index of the running row, its start (monotonic ns), busy."""
+
+    def __init__(self, fd: int) -> None:
+        self._map = mmap.mmap(fd, 24)
+        self.view = memoryview(self._map).cast("q")
+
+    def begin(self, index: int) -> None:
+        self.view[1] = time.monotonic_ns()  # start first: a reader that sees the new index
+        self.view[0] = index  # sees its start time too
+        self.view[2] = 1
+
+    def end(self) -> None:
+        self.view[2] = 0
+
+    def running(self) -> tuple[int, float] | None:
+        """(index, start in seconds) of the row being processed, or None between rows."""
+        if not self.view[2]:
+            return None
+        index = self.view[0]
+        return index, self.view[1] / 1e9
+
+
+@dataclass
+class _Lost:
+    """The child is gone: ``index`` is the row it was running (None: between rows)."""
+
+    index: int | None
+    reason: str
+    error: str
+
+
+class Sandbox:
+    """A child process running ``stage``; restarted whenever it dies or is killed."""
+
+    def __init__(self, stage: BatchStage, name: str) -> None:
+        self.name, self.timeout = name, stage.timeout_s
+        self.payload = cloudpickle.dumps(stage)
+        self.proc: subprocess.Popen | None = None
+        self.conn: Connection | None = None
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the sandbox)
+        os.ftruncate(self._file.fileno(), 24)
+        self.slots = _Slots(self._file.fileno())
+
+    def run(self, batch: pa.Table, progress: Progress | None = None) -> BatchResult:
+        """The stage's result on ``batch``, every row processed on its own."""
+        pieces: list[tuple[int, BatchResult]] = []
+        tally = [0, 0]  # documents done, failed
+
+        def add(start: int, result: BatchResult) -> None:
+            pieces.append((start, result))
+            tally[0] += result.kept.num_rows + result.n_removed + len(result.failed)
+            tally[1] += len(result.failed)
+            if progress is not None:
+                progress(*tally)
+
+        todo = [(0, batch.num_rows)] if batch.num_rows else []
+        silent_deaths = 0
+        while todo:
+            start, stop = todo.pop(0)
+            received, lost = self._run_range(batch, start, stop, add)
+            if lost is None:
+                continue
+            if lost.index is None:  # the child died between documents: none to blame
+                silent_deaths += 1
+                if silent_deaths >= MAX_SILENT_DEATHS:
+                    raise CurationError(f"stage {self.name!r}: its sandbox process died "
+                                        f"{silent_deaths} times outside any document "
+                                        f"({lost.error})")
+                todo.insert(0, (received, stop))
+                continue
+            index = lost.index
+            add(index, BatchResult(kept=batch.slice(0, 0), failed=[Failure(
+                stage=self.name, error=f"{lost.reason}: {lost.error}", reason=lost.reason,
+                id=batch.column(ID)[index].as_py())]))
+            todo[:0] = [(a, b) for a, b in ((received, index), (index + 1, stop)) if b > a]
+        return _assemble(batch, pieces)
+
+    def _run_range(self, batch: pa.Table, start: int, stop: int,
+                   add: Callable[[int, BatchResult], None]) -> tuple[int, _Lost | None]:
+        """Send rows ``start:stop`` and collect their chunks until done or the child is lost.
+        Returns how far results came back, and what was lost (its row index in ``batch``)."""
+        self._start()
+        assert self.conn is not None
+        self.conn.send(batch.slice(start, stop - start))
+        received = start
+        while received < stop:
+            message = self._next()
+            if isinstance(message, _Lost):
+                if message.index is not None:
+                    message.index += start
+                return received, message
+            first, last, result = message
+            add(start + first, result)
+            received = start + last
+        return received, None
+
+    def _next(self) -> tuple[int, int, BatchResult] | _Lost:
+        """The next chunk from the child, or what was lost when it died or ran out of time."""
+        assert self.conn is not None and self.proc is not None
+        while True:
+            running = self.slots.running()
+            wait = POLL_SECONDS
+            if self.timeout is not None and running is not None:
+                wait = min(wait, running[1] + self.timeout - time.monotonic())
+            if self.conn.poll(max(0.0, wait)):
+                try:
+                    message = self.conn.recv()
+                except (EOFError, OSError):
+                    return self._lost("worker_died", self._exit_status())
+                if message[0] == "setup_failed":
+                    self.close()
+                    raise CurationError(f"stage {self.name!r}: setup failed in its sandbox: "
+                                        f"{message[1]}")
+                return message[1:]
+            if self.proc.poll() is not None:
+                return self._lost("worker_died", self._exit_status())
+            running = self.slots.running()
+            if (self.timeout is not None and running is not None
+                    and time.monotonic() - running[1] >= self.timeout):
+                self.proc.kill()
+                self.proc.wait()
+                return self._lost("timeout", f"still running after {self.timeout:g} s "
+                                  "(timeout_s); its process was killed", running[0])
+
+    def _lost(self, reason: str, error: str, index: int | None = None) -> _Lost:
+        """The child is gone: note the row it was running (unless given) and forget it."""
+        if index is None:
+            running = self.slots.running()
+            index = None if running is None else running[0]
+        self._forget()
+        return _Lost(index, reason, error)
+
+    def _exit_status(self) -> str:
+        assert self.proc is not None
+        code = self.proc.wait()
+        if code < 0:
+            return f"the process running the stage was killed by {signal.Signals(-code).name}"
+        return f"the process running the stage exited with code {code}"
+
+    def _start(self) -> None:
+        if self.proc is not None:
+            return
+        self.slots.end()
+        parent, child = socket.socketpair()
+        path = os.pathsep.join(p for p in sys.path if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from curator.runtime.sandbox import serve; serve()",
+             str(child.fileno()), str(self._file.fileno())],
+            pass_fds=(child.fileno(), self._file.fileno()), stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": path})
+        child.close()
+        self.conn = Connection(parent.detach())
+        self.conn.send((self.name, loaded_imports(), self.payload))
+
+    def _forget(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        self.proc = self.conn = None
+
+    def close(self) -> None:
+        """Stop the child."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        self._forget()
+
+
+def _assemble(batch: pa.Table, pieces: list[tuple[int, BatchResult]]) -> BatchResult:
+    """One result from the pieces, in row order."""
+    pieces.sort(key=lambda piece: piece[0])
+    return join_results([r for _, r in pieces], batch.slice(0, 0))
+
+
+_POOL: dict[str, list[Sandbox]] = {}
+_POOL_LOCK = threading.Lock()
+
+
+@contextmanager
+def sandbox_for(stage: BatchStage, name: str) -> Iterator[Sandbox]:
+    """A sandbox for ``stage`` that no other thread is using (children are reused)."""
+    key = f"{type(stage).__module__}.{type(stage).__qualname__}:{stage.fingerprint()}:{name}"
+    with _POOL_LOCK:
+        free = _POOL.setdefault(key, [])
+        box = free.pop() if free else None
+    if box is None:
+        box = Sandbox(stage, name)
+    try:
+        yield box
+    except BaseException:
+        box.close()  # it may be half-way through a batch nobody will read
+        raise
+    with _POOL_LOCK:
+        _POOL[key].append(box)
+
+
+@atexit.register
+def _close_all() -> None:
+    for boxes in _POOL.values():
+        for box in boxes:
+            box.close()
+
+
+# ---------------------------------------------------------------------------- the child
+def serve() -> None:
+    """The child's main loop: ``python -c '...serve()' CONN_FD SLOTS_FD``."""
+    conn = Connection(int(sys.argv[1]))
+    slots = _Slots(int(sys.argv[2]))
+    _exit_with_parent(os.getppid())
+    name, imports, payload = conn.recv()
+    try:
+        load_imports(imports)
+        stage = cloudpickle.loads(payload)
+        stage.setup()
+    except Exception as err:
+        conn.send(("setup_failed", f"{type(err).__name__}: {err}"))
+        return
+    while True:
+        try:
+            batch = conn.recv()
+        except EOFError:
+            return
+        _process(stage, name, batch, conn, slots)
+
+
+def _process(stage: BatchStage, name: str, batch: pa.Table, conn: Connection,
+             slots: _Slots) -> None:
+    """Run ``stage`` on each row of ``batch``; send results every chunk."""
+    chunk: list[BatchResult] = []
+    first, sent_at = 0, time.monotonic()
+    for i in range(batch.num_rows):
+        row = batch.slice(i, 1)
+        slots.begin(i)
+        try:
+            chunk.append(stage.process(row))
+        except Exception as err:  # a document the stage cannot handle fails alone
+            chunk.append(BatchResult(kept=row.slice(0, 0), failed=[Failure(
+                stage=name, error=f"{type(err).__name__}: {err}", id=row.column(ID)[0].as_py())]))
+        slots.end()
+        now = time.monotonic()
+        if i + 1 - first >= CHUNK_ROWS or now - sent_at >= CHUNK_SECONDS or i + 1 == batch.num_rows:
+            result = _assemble(row, list(enumerate(chunk)))
+            result.kept = result.kept.combine_chunks()
+            if result.removed is not None:
+                result.removed = result.removed.combine_chunks()
+            conn.send(("chunk", first, i + 1, result))
+            chunk, first, sent_at = [], i + 1, now
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Exit when the parent process is gone (a killed worker leaves no orphan running)."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
