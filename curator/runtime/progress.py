@@ -160,7 +160,7 @@ class ProgressReporter:
                    else min(self._read.get(k, 0) * ratio, self._sizes[k]) for k in self._sizes)
         total = sum(self._sizes.values())
         left = len(self._sizes) - len(self._finished)
-        if total and done:
+        if total and done >= total / 100:  # an estimate from less is noise
             eta = f"ETA {timedelta(seconds=round(elapsed * (total - done) / done))}"
         elif self._finished:
             eta = f"ETA {timedelta(seconds=round(elapsed * left / len(self._finished)))}"
