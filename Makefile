@@ -16,7 +16,7 @@ $(VENV)/.core: pyproject.toml
 # torch first, from the CPU build: otherwise megatron-core pulls gigabytes of CUDA wheels.
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[dev,dedup,tokenize,bench]'
+	$(PIP) -e '.[dev,tokenize,bench]'
 	touch $@
 
 install: $(VENV)/.core

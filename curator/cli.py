@@ -1,4 +1,4 @@
-"""``curate``: run, validate, plan and report on pipelines."""
+"""``curate``: run, validate, plan and report on pipelines; list the stage types."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from curator import __version__
+from curator.cli_errors import FAILED, USAGE, console, fail, one_line_errors
 from curator.config import ConfigError, load_pipeline
-from curator.runtime.rundir import RunDirError
+from curator.runtime.requirements import MissingRequirement, check_requirements
 from curator.runtime.runner import run_pipeline
-from curator.runtime.shard_task import CurationError
 
 app = typer.Typer(help="Curate LLM training data: run, plan, validate and report pipelines.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
-console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 200)
 
 Sets = Annotated[list[str] | None, typer.Option("--set", help="Override STAGE.PARAM=VALUE.")]
 
@@ -26,8 +26,7 @@ def _load(config: Path, sets: list[str] | None):
     try:
         return load_pipeline(config, sets or [])
     except ConfigError as err:
-        console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        fail(str(err), USAGE)
 
 
 def _setup_logging() -> None:
@@ -39,26 +38,40 @@ def _setup_logging() -> None:
     log.propagate = False
 
 
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"curate {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+         ) -> None:
+    """Curate LLM training data: run, plan, validate and report pipelines."""
+
+
 @app.command()
 def run(
     config: Path,
     set_: Sets = None,
     output: Annotated[str | None, typer.Option(help="Run directory.")] = None,
     executor: Annotated[str | None, typer.Option(help="local, dask or ray.")] = None,
-    workers: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
+    workers: Annotated[int | None, typer.Option(help="Workers (at least 1).")] = None,
     scheduler: Annotated[str | None, typer.Option(help="Dask scheduler address.")] = None,
     scheduler_file: Annotated[str | None, typer.Option(help="Dask scheduler file.")] = None,
     force: Annotated[bool, typer.Option(help="Discard results of another config.")] = False,
 ) -> None:
-    """Run a pipeline; rerunning the same command resumes where it stopped."""
+    """Run a pipeline; rerunning the same command resumes where it stopped (Ctrl-C too)."""
+    if workers is not None and workers < 1:
+        fail(f"--workers must be at least 1; got {workers}", USAGE)
+    if executor not in (None, "local", "dask", "ray"):
+        fail(f"--executor must be local, dask or ray; got {executor!r}", USAGE)
     pipeline = _load(config, set_)
     _setup_logging()
-    try:
+    with one_line_errors():
         result = run_pipeline(pipeline, output=output, executor=executor, workers=workers,
                               scheduler=scheduler, scheduler_file=scheduler_file, force=force)
-    except (CurationError, RunDirError, ValueError, FileNotFoundError) as err:
-        console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1) from None
     from curator.report.funnel import funnel_table
 
     console.print(funnel_table(result.stats))
@@ -68,8 +81,12 @@ def run(
 
 @app.command()
 def validate(config: Path, set_: Sets = None) -> None:
-    """Check a pipeline file and say what is wrong, where."""
+    """Check a pipeline file (and its stages' libraries); say what is wrong, where."""
     pipeline = _load(config, set_)
+    try:
+        check_requirements(pipeline.named_stages())
+    except MissingRequirement as err:
+        fail(str(err), USAGE)
     console.print(f"{config}: valid pipeline '{pipeline.name}' with {len(pipeline.stages)} "
                   "stages", highlight=False)
 
@@ -88,11 +105,38 @@ def report(run_dir: Path) -> None:
     try:
         stats = load_stats(run_dir)
     except FileNotFoundError as err:
-        console.print(f"[red]error:[/red] {err}", highlight=False)
-        raise typer.Exit(1) from None
-    Console(width=None if sys.stdout.isatty() else 200).print(funnel_table(stats))
+        fail(str(err), FAILED)
+    _stdout().print(funnel_table(stats))
     typer.echo(f"wrote {write_report(run_dir, stats)}")
 
+
+@app.command()
+def stages(type_name: Annotated[str | None, typer.Argument(
+        metavar="[TYPE]", help="A stage type: show its parameters.")] = None) -> None:
+    """List the stage types, or one type's parameters with types, defaults and help."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from curator.stages.base import stage_class, stage_types
+    from curator.stages.catalog import description, parameters, suggestion, summary
+
+    if type_name is None:
+        width = max(map(len, stage_types()))
+        for name in stage_types():
+            typer.echo(f"{name:<{width}}  {summary(stage_class(name))}")
+        return
+    if type_name not in stage_types():
+        fail(f"unknown stage type {type_name!r}" + suggestion(type_name, stage_types()), USAGE)
+    cls = stage_class(type_name)
+    typer.echo(f"{type_name}: {description(cls)}\n")
+    table = Table("parameter", "type", "default", "help", box=None, header_style="bold")
+    for param in parameters(cls):
+        table.add_row(*map(Text, (param.name, param.type, param.default, param.help)))
+    _stdout().print(table)
+
+
+def _stdout() -> Console:
+    return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
 
 
 # ---------------------------------------------------------------------------- curate tokenizer
@@ -116,9 +160,7 @@ def _expand_inputs(inputs: list[str]) -> list[Path]:
         else:
             found = [path] if path.is_file() else []
         if not found:
-            console.print(f"[red]error:[/red] {item}: no such file, or no JSONL/Parquet files "
-                          "in it", highlight=False)
-            raise typer.Exit(2)
+            fail(f"{item}: no such file, or no JSONL/Parquet files in it", USAGE)
         files += found
     return files
 
@@ -154,12 +196,9 @@ def tokenizer_train(
     try:
         tok = train_bpe(target, texts=texts(), output=output, min_frequency=min_frequency)
     except (OSError, ValueError, KeyError) as err:
-        console.print(f"[red]error:[/red] {type(err).__name__}: {err}", highlight=False)
-        raise typer.Exit(1) from None
+        fail(f"{type(err).__name__}: {err}", FAILED)
     if not seen["documents"]:
-        console.print(f"[red]error:[/red] no text in field {text_field!r} of {len(files)} "
-                      "files", highlight=False)
-        raise typer.Exit(1)
+        fail(f"no text in field {text_field!r} of {len(files)} files", FAILED)
     saved = output if output.suffix == ".json" else output / "tokenizer.json"
     console.print(f"trained on {seen['documents']} documents ({seen['chars']:,} characters) "
                   f"from {len(files)} files; vocabulary {tok.get_vocab_size()}, "

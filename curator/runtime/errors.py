@@ -5,3 +5,7 @@ from __future__ import annotations
 
 class CurationError(RuntimeError):
     """A record failed and the pipeline says ``on_error: fail``, or a stage is over its budget."""
+
+
+class ExecutorError(RuntimeError):
+    """The executor could not start or reach its workers (scheduler, worker processes)."""

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
+import signal
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from curator.runtime.errors import ExecutorError
+from curator.runtime.main_guard import MAIN_GUARD_HINT, main_is_a_script
+from curator.runtime.progress import LOCAL_HANDLERS
 
 log = logging.getLogger("curator")
 
 #: Times a task is tried again after its worker died before it is reported as ``WorkerDied``
 #: (our local cluster; a cluster we join keeps its own ``distributed.scheduler.allowed-failures``).
 ALLOWED_FAILURES = 1
+#: Seconds to wait for an existing Dask scheduler before giving up.
+CONNECT_TIMEOUT_S = 5
 
 
 def gpu_count() -> int:
@@ -54,6 +63,9 @@ class Executor:
         """Whether some worker advertises ``resource``."""
         return resource == "GPU" and gpu_count() > 0
 
+    def subscribe(self, topic: str, handler: Callable[[Any], None]) -> None:
+        """Call ``handler`` with each message a task sends on ``topic`` (none by default)."""
+
     def close(self) -> None:
         """Release the workers this executor started."""
 
@@ -73,6 +85,12 @@ class LocalExecutor(Executor):
         for task in tasks:
             yield fn(task)
 
+    def subscribe(self, topic: str, handler: Callable[[Any], None]) -> None:
+        LOCAL_HANDLERS[topic] = handler
+
+    def close(self) -> None:
+        LOCAL_HANDLERS.clear()
+
 
 def local_cluster(n: int, processes: bool, gpus: int):
     """A Dask cluster on this machine.
@@ -80,31 +98,44 @@ def local_cluster(n: int, processes: bool, gpus: int):
     Threads: one process with ``n`` threads (for pipelines whose stages release the GIL).
     Processes: ``n`` CPU workers on loopback, each with its share of the cores for Arrow's and
     BLAS's pools, plus one worker per GPU that alone advertises the ``GPU`` resource and sees
-    only its own device, so GPU tasks never pile onto one card.
+    only its own device, so GPU tasks never pile onto one card; CPU workers see no GPU.
     """
+    from multiprocessing import resource_tracker
+
     from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
 
     if not processes:
         log.info("Dask LocalCluster: %d threads in one process (every stage releases the GIL)", n)
         return LocalCluster(n_workers=1, threads_per_worker=n, processes=False,
-                            dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
+                            dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL,
                             resources={"GPU": 1} if gpus else None)
     share = str(max(1, (os.cpu_count() or 1) // n))
 
     def worker(env: dict[str, str], resources: dict[str, float] | None = None) -> dict:
         return {"cls": Nanny, "options": {"nthreads": 1, "host": "127.0.0.1", "env": env,
-                                          "resources": resources, "silence_logs": logging.ERROR}}
+                                          "resources": resources, "silence_logs": logging.CRITICAL,
+                                          "preload": ["curator.runtime.worker_setup"]}}
 
-    specs = {f"cpu-{i}": worker({"OMP_NUM_THREADS": share}) for i in range(n)}
+    specs = {f"cpu-{i}": worker({"OMP_NUM_THREADS": share, "CUDA_VISIBLE_DEVICES": ""})
+             for i in range(n)}
     specs.update({f"gpu-{g}": worker({"OMP_NUM_THREADS": share, "CUDA_VISIBLE_DEVICES": str(g)},
                                      {"GPU": 1}) for g in range(gpus)})
     log.info("Dask LocalCluster: %d CPU worker processes%s", n,
              f" and {gpus} GPU workers (one per device)" if gpus else "")
-    return SpecCluster(
-        scheduler={"cls": Scheduler, "options": {"host": "127.0.0.1",
-                                                  "dashboard_address": "127.0.0.1:0",
-                                                  "allowed_failures": ALLOWED_FAILURES}},
-        workers=specs, silence_logs=logging.ERROR)
+    # Worker processes start with Ctrl-C blocked (the mask passes to the cluster's thread, which
+    # spawns them) and ignore it once set up (worker_setup): the driver stops them itself.
+    # Here, a Ctrl-C while the cluster starts waits until it has started. The resource tracker
+    # starts now, as it would unblock the signal in the thread that starts it.
+    resource_tracker.ensure_running()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return SpecCluster(
+            scheduler={"cls": Scheduler, "options": {"host": "127.0.0.1",
+                                                      "dashboard_address": "127.0.0.1:0",
+                                                      "allowed_failures": ALLOWED_FAILURES}},
+            workers=specs, silence_logs=logging.CRITICAL)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 class DaskExecutor(Executor):
@@ -118,11 +149,32 @@ class DaskExecutor(Executor):
 
         self.cluster = None
         if scheduler or scheduler_file:
-            self.client = Client(address=scheduler, scheduler_file=scheduler_file)
+            if scheduler_file and not scheduler:
+                _wait_for_file(scheduler_file, CONNECT_TIMEOUT_S)
+            try:
+                self.client = Client(address=scheduler, scheduler_file=scheduler_file,
+                                     timeout=CONNECT_TIMEOUT_S)
+            except OSError as err:  # refused, timed out, unknown host
+                raise ExecutorError(f"cannot reach the Dask scheduler at "
+                                    f"{scheduler or scheduler_file}: {err}") from None
         else:
-            self.cluster = local_cluster(workers or os.cpu_count() or 1, processes, gpu_count())
+            self.cluster = _start(local_cluster, workers or os.cpu_count() or 1, processes,
+                                  gpu_count())
             self.client = Client(self.cluster)
-        log.info("Dask dashboard: %s", self.client.dashboard_link)
+        log.info("%s", self.dashboard())
+
+    def dashboard(self) -> str:
+        """Where the dashboard listens, or that it is off and where the worker pages are."""
+        if self.cluster is None:
+            return f"Dask dashboard: {self.client.dashboard_link}"
+        address = f"http://127.0.0.1:{self.cluster.scheduler.http_server.port}"
+        if importlib.util.find_spec("bokeh") is None:
+            return (f"Dask dashboard off (pip install bokeh); workers: "
+                    f"{address}/info/main/workers.html")
+        return f"Dask dashboard: {address}/status"
+
+    def subscribe(self, topic: str, handler: Callable[[Any], None]) -> None:
+        self.client.subscribe_topic(topic, lambda event: handler(event[1]))
 
     def map(self, fn, tasks, keys, resources):
         from distributed import KilledWorker, as_completed
@@ -153,8 +205,8 @@ class DaskExecutor(Executor):
         workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
         for name, amount in resources.items():
             if not any(w.get("resources", {}).get(name, 0) >= amount for w in workers):
-                raise RuntimeError(f"the stage needs {name}={amount} but no Dask worker offers it; "
-                                   f"start GPU workers (dask-cuda-worker) or run on a GPU node")
+                raise ExecutorError(f"the stage needs {name}={amount} but no Dask worker offers "
+                                    "it; start GPU workers (dask-cuda-worker) or run on a GPU node")
 
     def close(self) -> None:
         self.client.close()
@@ -171,7 +223,7 @@ class RayExecutor(Executor):
         try:
             import ray
         except ImportError:
-            raise RuntimeError("executor 'ray' needs Ray: pip install 'curator[ray]'") from None
+            raise ExecutorError("executor 'ray' needs Ray: pip install 'curator[ray]'") from None
         self.ray = ray
         ray.init(address=scheduler, num_cpus=None if scheduler else workers,
                  ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
@@ -189,6 +241,8 @@ class RayExecutor(Executor):
 
 def make_executor(kind: str, workers: int | None = None, scheduler: str | None = None,
                   scheduler_file: str | None = None, processes: bool = True) -> Executor:
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1; got {workers}")
     if kind == "local":
         return LocalExecutor()
     if kind == "ray":
@@ -196,6 +250,24 @@ def make_executor(kind: str, workers: int | None = None, scheduler: str | None =
     if kind == "dask":
         return DaskExecutor(workers, scheduler, scheduler_file, processes)
     raise ValueError(f"unknown executor {kind!r}; expected local, dask or ray")
+
+
+def _wait_for_file(path: str, seconds: float) -> None:
+    """Wait for a scheduler file (a batch job may still be writing it); Dask would wait forever."""
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise ExecutorError(f"no Dask scheduler file at {path} after {seconds:g} s")
+        time.sleep(0.1)
+
+
+def _start(factory: Callable[..., Any], *args: Any) -> Any:
+    """Start a local cluster; a failure to start worker processes becomes one line."""
+    try:
+        return factory(*args)
+    except (RuntimeError, OSError) as err:
+        why = MAIN_GUARD_HINT if main_is_a_script() else str(err)
+        raise ExecutorError(f"the Dask worker processes failed to start: {why}") from None
 
 
 class ExecutorPool:

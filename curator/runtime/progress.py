@@ -1,42 +1,184 @@
-"""Progress: rich bars on a terminal, plain log lines otherwise."""
+"""Progress a person can read: per segment the shards, documents and bytes done, docs/s and an
+ETA; per phase of a barrier stage its tasks (``fuzzy_dedup: edges 12/64``). Rich bars on a
+terminal, a log line every few seconds otherwise.
+
+A shard task counts what it reads with ``TaskProgress`` and sends it at most once a second: on
+a Dask worker through ``Worker.log_event`` (the driver subscribes to the topic), in-process
+straight to the handler the local executor registered."""
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from curator.batch import Shard
 
 log = logging.getLogger("curator")
 
+TOPIC = "curator-progress"
+SEND_EVERY_S = 1.0
+LOG_EVERY_S = 5.0
+
+#: topic -> handler, for tasks that run in the driver's process (the local executor).
+LOCAL_HANDLERS: dict[str, Callable[[Any], None]] = {}
+
+
+class TaskProgress:
+    """What one shard task has read so far (documents, in-memory bytes): sent after the first
+    batch, then at most once a second."""
+
+    def __init__(self, key: str) -> None:
+        self.key, self.docs, self.nbytes = key, 0, 0
+        self._sent = -SEND_EVERY_S
+
+    def add(self, docs: int, nbytes: int) -> None:
+        self.docs += docs
+        self.nbytes += nbytes
+        if time.monotonic() - self._sent >= SEND_EVERY_S:
+            self.send()
+
+    def send(self) -> None:
+        """Report the totals now (also once at the end, so the driver learns the byte count)."""
+        self._sent = time.monotonic()
+        message = [self.key, self.docs, self.nbytes]
+        distributed = sys.modules.get("distributed")  # a Dask worker has imported it
+        try:
+            worker = distributed.get_worker() if distributed else None
+        except ValueError:  # not in a Dask task
+            worker = None
+        if worker is not None:
+            worker.log_event(TOPIC, message)
+        elif handler := LOCAL_HANDLERS.get(TOPIC):
+            handler(message)
+
+
+def _input_bytes(shard: Shard) -> int:
+    if shard.size is not None:
+        return shard.size
+    try:
+        return Path(shard.path).stat().st_size
+    except OSError:  # a remote URL: progress is then counted in shards
+        return 0
+
+
+def _amount(done: float, total: float) -> str:
+    """``12/340 MB``, ``1.2/4.0 GB``: both in the unit that suits the total."""
+    scale, unit = (1e6, "MB") if total < 1e9 else (1e9, "GB")
+    return f"{done / scale:.1f}/{total / scale:.1f} {unit}"
+
 
 class ProgressReporter:
-    """Counts finished shards of one segment at a time."""
+    """Shows one segment, or one phase of a barrier stage, at a time."""
 
     def __init__(self, enabled: bool = True) -> None:
-        self.rich = enabled and sys.stderr.isatty()
         self.enabled = enabled
-        self._bar = None
+        self.rich = enabled and sys.stderr.isatty()
+        self._lock = threading.Lock()
+        self._bar: Any = None
+        self._sizes: dict[str, int] = {}  # input bytes per task key of a segment; {} in a phase
+        self._docs: dict[str, int] = {}
+        self._read: dict[str, int] = {}  # in-memory bytes read, per task
+        self._finished: set[str] = set()
+        self._attached: list[Any] = []
+        self._phase = ""
 
-    def start(self, label: str, total: int, done: int) -> None:
-        self.label, self.total, self.done = label, total, done
-        self._last_log = 0.0
+    def attach(self, executor: Any) -> None:
+        """Receive the executor's task messages (once per executor)."""
+        if self.enabled and not any(executor is e for e in self._attached):
+            self._attached.append(executor)
+            executor.subscribe(TOPIC, self._on_message)
+
+    def start(self, label: str, total: int, done: int,
+              tasks: dict[str, Shard] | None = None) -> None:
+        """A segment whose ``tasks`` (key -> shard) are to run, or a phase of ``total`` tasks;
+        ``done`` were committed by an earlier run."""
+        self.stop()
+        with self._lock:
+            self.label, self.total, self.done = label, total, done
+            self._sizes = {key: _input_bytes(s) for key, s in (tasks or {}).items()}
+            self._docs, self._read, self._finished = {}, {}, set()
+            self._started = time.monotonic()
+            self._last_log = 0.0
         if self.rich:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             self._bar = Progress("[bold]{task.description}", BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), transient=False)
+                                 TextColumn("{task.fields[stats]}"), transient=False,
+                                 console=Console(stderr=True))
             self._bar.start()
-            self._task = self._bar.add_task(label, total=total, completed=done)
-        elif self.enabled:
+            self._task = self._bar.add_task(label, total=total, completed=done, stats="")
+        elif self.enabled and tasks is not None:
             log.info("%s: %d shards, %d already done", label, total, done)
 
-    def advance(self) -> None:
-        self.done += 1
+    def advance(self, key: str | None = None, docs: int = 0) -> None:
+        """One task finished (a shard task's ``key`` with its ``docs``)."""
+        with self._lock:
+            self.done += 1
+            if key in self._sizes:
+                self._finished.add(key)
+                self._docs[key] = docs
+            self._show(final=self.done == self.total)
+
+    def phase(self, label: str, done: int, total: int) -> None:
+        """A barrier stage's phase (``fuzzy_dedup: edges``): ``done`` of its ``total`` tasks."""
+        if label != self._phase:
+            self._phase = label
+            self.start(label, total, done)
+        else:
+            with self._lock:
+                self.done = done
+                self._show(final=done == total)
+        if done == total:
+            self.stop()
+
+    def _on_message(self, message: list) -> None:
+        key, docs, nbytes = message
+        with self._lock:
+            if key not in self._sizes:
+                return  # a task of an earlier segment
+            self._read[key] = nbytes
+            if key not in self._finished:
+                self._docs[key] = docs
+            self._show(final=False)
+
+    def _summary(self) -> str:
+        """``N docs, a/b GB, r docs/s, ETA h:mm:ss`` for a segment; empty for a phase."""
+        if not self._sizes:
+            return ""
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        finished = [k for k in self._finished if self._read.get(k)]
+        ratio = (sum(self._sizes[k] for k in finished) / sum(self._read[k] for k in finished)
+                 if finished else 1.0)  # input bytes per in-memory byte, as measured so far
+        done = sum(self._sizes[k] if k in self._finished
+                   else min(self._read.get(k, 0) * ratio, self._sizes[k]) for k in self._sizes)
+        total = sum(self._sizes.values())
+        left = len(self._sizes) - len(self._finished)
+        if total and done >= total / 100:  # an estimate from less is noise
+            eta = f"ETA {timedelta(seconds=round(elapsed * (total - done) / done))}"
+        elif self._finished:
+            eta = f"ETA {timedelta(seconds=round(elapsed * left / len(self._finished)))}"
+        else:
+            eta = "ETA ?"
+        docs = sum(self._docs.values())
+        return f"{docs:,} docs, {_amount(done, total)}, {docs / elapsed:,.0f} docs/s, {eta}"
+
+    def _show(self, final: bool) -> None:
+        stats = self._summary()
         if self._bar is not None:
-            self._bar.advance(self._task)
-        elif self.enabled and (time.monotonic() - self._last_log > 5 or self.done == self.total):
+            self._bar.update(self._task, completed=self.done, stats=stats)
+        elif self.enabled and (final or time.monotonic() - self._last_log >= LOG_EVERY_S):
             self._last_log = time.monotonic()
-            log.info("%s: %d/%d shards", self.label, self.done, self.total)
+            if self._sizes:
+                log.info("%s: %d/%d shards, %s", self.label, self.done, self.total, stats)
+            else:
+                log.info("%s %d/%d", self.label, self.done, self.total)
 
     def stop(self) -> None:
         if self._bar is not None:

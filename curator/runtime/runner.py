@@ -14,9 +14,11 @@ from curator.batch import Shard
 from curator.pipeline import PipelineModel, Segment
 from curator.plugins import load_imports
 from curator.runtime.executors import ExecutorPool
+from curator.runtime.main_guard import leave_if_importing_main
 from curator.runtime.phases import PhaseContext
 from curator.runtime.progress import ProgressReporter
 from curator.runtime.recovery import run_shard_tasks
+from curator.runtime.requirements import check_requirements
 from curator.runtime.rundir import RunDir
 from curator.runtime.schemas import unify_segment
 from curator.runtime.shard_task import ShardTask
@@ -30,8 +32,8 @@ log = logging.getLogger("curator")
 class RunResult:
     output: Path
     stats: dict[str, Any]
-    shards_run: int
-    shards_skipped: int
+    shards_run: int  # input shards that some task of this run worked on
+    shards_skipped: int  # input shards whose every task an earlier run had committed
 
 
 def list_input_shards(pipeline: PipelineModel) -> list[Shard]:
@@ -51,6 +53,8 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
                  scheduler: str | None = None, scheduler_file: str | None = None,
                  force: bool = False, progress: bool = True) -> RunResult:
     """Run ``pipeline`` into its run directory; committed shards of this config are skipped."""
+    leave_if_importing_main()
+    check_requirements(pipeline.named_stages())
     root = output or pipeline.output
     if not root:
         raise ValueError("no run directory: set 'output' in the pipeline or pass --output")
@@ -66,9 +70,9 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
     reporter = ProgressReporter(progress)
     manifests: dict[int, list[dict]] = {}
     extras: dict[str, dict[str, Any]] = {}
-    ran = skipped = 0
+    ran: set[int] = set()  # indices of the shards some task of this run worked on
     imports = load_imports(pipeline.imports)
-    with ExecutorPool(executor or config.type, workers or config.workers,
+    with ExecutorPool(executor or config.type, config.workers if workers is None else workers,
                       scheduler or config.scheduler, scheduler_file or config.scheduler_file,
                       config.processes, imports) as pool:
         gpus = pool.offers("GPU")
@@ -77,9 +81,11 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
                               [(name, stage.for_cluster(gpus)) for name, stage in segment.stages])
             if segment.kind == "dataset":
                 name, stage = segment.stages[0]
-                ctx = PhaseContext(run_dir, run_dir.work_dir(segment.index),
-                                   pool.get(stage.holds_gil), name, stage.type, fingerprint,
-                                   pipeline.on_error, pipeline.rejected, pipeline.batch_bytes)
+                ex = pool.get(stage.holds_gil)
+                reporter.attach(ex)
+                ctx = PhaseContext(run_dir, run_dir.work_dir(segment.index), ex, name,
+                                   stage.type, fingerprint, pipeline.on_error, pipeline.rejected,
+                                   pipeline.batch_bytes, reporter.phase)
                 result = stage.run_dataset(_parts(shards), ctx)
                 manifests[segment.index] = [{"stages": [result.count.to_dict()]}]
                 shards = [Shard(i, str(p), label=p.name) for i, p in enumerate(result.parts)]
@@ -87,8 +93,8 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
             keep = segment.index + 1 < len(plan.segments)
             done, new = _run_segment(pool.get(segment.holds_gil()), segment, shards, run_dir,
                                      pipeline, fingerprint, keep, reporter, len(plan.segments))
-            skipped += len(done)
-            ran += len(new)
+            parts = {m["part"] for m in new}
+            ran.update(s.index for s in shards if s.part in parts)
             manifests[segment.index] = sorted([*done.values(), *new], key=lambda m: m["part"])
             extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
             unify_segment(run_dir, segment, keep)
@@ -100,7 +106,8 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
     from curator.report.funnel import write_report
 
     write_report(run_dir.root, stats)
-    return RunResult(run_dir.root, stats, ran, skipped)
+    n_ran = len(ran & set(range(len(inputs))))
+    return RunResult(run_dir.root, stats, n_ran, len(inputs) - n_ran)
 
 
 def _finalize_sinks(segment: Segment, run_dir: RunDir,
@@ -137,12 +144,15 @@ def _run_segment(ex: Any, segment: Segment, shards: list[Shard], run_dir: RunDir
                        fingerprint, pipeline.on_error, pipeline.rejected, pipeline.batch_bytes,
                        keep, pipeline.max_failed_fraction)
              for shard in shards if shard.part not in done]
-    reporter.start(f"segment {segment.index + 1}/{n_segments}", len(shards), len(done))
+    keys = {t.shard.part: t.key for t in tasks}
+    reporter.attach(ex)
+    reporter.start(f"segment {segment.index + 1}/{n_segments}", len(shards), len(done),
+                   {t.key: t.shard for t in tasks})
     new = []
     try:
         for manifest in run_shard_tasks(ex, tasks, segment.resources()):
             new.append(manifest)
-            reporter.advance()
+            reporter.advance(keys[manifest["part"]], manifest["stages"][0]["in"])
     finally:
         reporter.stop()
     return done, new

@@ -18,6 +18,7 @@ from curator.io.records import ColumnMap
 from curator.runtime.budget import FailureBudget
 from curator.runtime.errors import CurationError
 from curator.runtime.isolation import apply_stage, sandboxed
+from curator.runtime.progress import TaskProgress
 from curator.runtime.rundir import RunDir
 from curator.stages.base import BatchStage, Filter, Shard, ShardContext, Sink, SinkWriter, Source
 
@@ -152,8 +153,11 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
         intermediate = ParquetPartWriter(temporary_for(final, pending), INTERMEDIATE_ROW_GROUP,
                                          "zstd")
     rows_out = 0
+    progress = TaskProgress(task.key)
     started = time.perf_counter()
     for batch in _batches(task, source):
+        progress.add(batch.table.num_rows + len(batch.failed),
+                     batch.table.get_total_buffer_size())
         table = batch.table
         if source is not None:
             count = counts[task.stages[0][0]]
@@ -178,6 +182,7 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
                 raise CurationError(f"intermediate write failed: {failure.error}")
         rows_out += table.num_rows
         started = time.perf_counter()
+    progress.send()
     for budget in budgets.values():
         budget.check_shard()
     sinks = {name: info for name, writer in writers.items() if (info := writer.close())}

@@ -42,7 +42,8 @@ class Stage(BaseModel):
     holds_gil: ClassVar[bool] = True
     #: Parameters that never change the output (where it runs): left out of the fingerprint.
     placement: ClassVar[frozenset[str]] = frozenset()
-    #: Modules the stage imports, with the extra that installs them (``pip install curator[X]``).
+    #: Modules the stage imports, with the extra that installs them (``pip install curator[X]``);
+    #: checked before a run starts.
     requires: ClassVar[dict[str, str]] = {}
 
     name: str | None = Field(None, description="Name used in stats and --set; defaults to type.")
@@ -56,6 +57,10 @@ class Stage(BaseModel):
     def resources(self) -> dict[str, float]:
         """Dask/Ray resources a task running this stage needs (``{"GPU": 1}`` for GPU stages)."""
         return {}
+
+    def requirements(self) -> dict[str, str]:
+        """The modules this stage needs as configured -> the extra to install (``requires``)."""
+        return dict(self.requires)
 
     def for_cluster(self, gpus: bool) -> Stage:
         """This stage with its placement resolved for a cluster that has (or lacks) GPU workers."""

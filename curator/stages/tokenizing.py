@@ -18,6 +18,7 @@ from curator.stages.base import Sink
 from curator.tokenization.loading import Tokenizer, TokenizerSpecError, load_tokenizer
 
 EMPTY_REASON = "empty_after_tokenization"
+_LIBRARY = {"hf": "tokenizers", "sentencepiece": "sentencepiece", "tiktoken": "tiktoken"}
 
 
 class TokenizingSink(Sink):
@@ -40,6 +41,10 @@ class TokenizingSink(Sink):
         except TokenizerSpecError as err:
             raise ValueError(str(err)) from None
         return value
+
+    def requirements(self) -> dict[str, str]:
+        """The library that reads this kind of tokenizer file (from the tokenize extra)."""
+        return {_LIBRARY[load_tokenizer(self.tokenizer).kind]: "tokenize"}
 
     def setup(self) -> None:
         tok = load_tokenizer(self.tokenizer)

@@ -29,6 +29,7 @@ one part, one bucket or one node partition.
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import time
 from dataclasses import dataclass
@@ -432,13 +433,20 @@ class FuzzyDedup(DatasetStage):
     seed: int = 42
     threshold: float = Field(0.8, ge=0, le=1, description="Estimated Jaccard for `verify`.")
     verify: bool = Field(False, description="Keep only links whose signatures agree enough.")
-    device: Literal["cpu", "gpu", "auto"] = "auto"
+    device: Literal["cpu", "gpu", "auto"] = Field(
+        "auto", description="auto: gpu when the cluster has GPU workers and CuPy is installed.")
     keep: Literal["lowest_id"] = "lowest_id"
     buckets: int | None = Field(None, gt=0, description="Shuffle partitions; default: parts.")
     max_rounds: int = Field(64, gt=0, description="Component rounds before giving up.")
 
     def resources(self) -> dict[str, float]:
         return {"GPU": 1} if self.device == "gpu" else {}
+
+    def for_cluster(self, gpus: bool) -> FuzzyDedup:
+        if self.device != "auto":
+            return self
+        gpu = gpus and importlib.util.find_spec("cupy") is not None
+        return self.model_copy(update={"device": "gpu" if gpu else "cpu"})
 
     def minhash_params(self) -> Any:
         from curator.kernels.minhash import MinHashParams
@@ -491,5 +499,5 @@ class FuzzyDedup(DatasetStage):
             "edges": sum(e["edges"] for e in edges), "component_rounds": rnd + 1,
             "clusters": sum(c["clusters"] for c in clusters),
             "in_clusters": sum(c["in_clusters"] for c in clusters),
-            "no_shingle": sum(s["empty"] for s in sig)}
+            "no_shingle": sum(s["empty"] for s in sig), "device": self.device}
         return DatasetResult(outputs, count)

@@ -1,0 +1,70 @@
+"""GPUs: CPU workers of the local cluster see none; ``device: auto`` is decided on the driver from
+what the cluster offers, and stats.json says what was used."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curator import FuzzyDedup, Pipeline, ReadJsonl, WriteParquet
+from curator.batch import BatchResult
+from curator.pipeline import ExecutorConfig
+from curator.runtime.executors import gpu_count
+from curator.stages.base import BatchStage
+from tests.conftest import assert_accounting, write_shards
+
+CUPY = importlib.util.find_spec("cupy") is not None
+
+
+class RecordVisibleDevices(BatchStage):
+    """Tags each document with the CUDA_VISIBLE_DEVICES of the (CPU) worker that saw it."""
+
+    type = "test_record_visible_devices"
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        seen = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+        return BatchResult(kept=batch.append_column("visible", pa.array([seen] * len(batch))))
+
+
+def _visible(tmp_path, run: str) -> list[str]:
+    inputs = tmp_path / "in"
+    if not inputs.exists():
+        write_shards(inputs, 8)
+    Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), RecordVisibleDevices(), WriteParquet()],
+             executor=ExecutorConfig(processes=True)).run(
+        output=tmp_path / run, executor="dask", workers=2, progress=False)
+    assert_accounting(tmp_path / run)
+    return pq.read_table(tmp_path / run / "write_parquet").column("visible").to_pylist()
+
+
+def test_cpu_workers_see_no_gpu(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    own_devices = {str(g) for g in range(gpu_count())}  # none here; one per GPU worker elsewhere
+    assert set(_visible(tmp_path, "this-node")) <= {""} | own_devices
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # a node with two GPUs
+    assert set(_visible(tmp_path, "gpu-node")) <= {"", "0", "1"}  # none sees both
+
+
+def test_device_auto_is_resolved_from_the_cluster():
+    auto = FuzzyDedup()
+    assert auto.for_cluster(gpus=False).device == "cpu"
+    on_gpus = auto.for_cluster(gpus=True)
+    assert on_gpus.device == ("gpu" if CUPY else "cpu")  # GPU workers, and CuPy to drive them
+    assert on_gpus.resources() == ({"GPU": 1} if CUPY else {})
+    assert auto.device == "auto"  # a copy: the configured stage is unchanged
+    assert FuzzyDedup(device="cpu").for_cluster(gpus=True).device == "cpu"
+    assert FuzzyDedup(device="gpu").for_cluster(gpus=False).device == "gpu"
+
+
+def test_stats_say_which_device_auto_chose(tmp_path):
+    inputs = tmp_path / "in"
+    write_shards(inputs, 2, copies=2)
+    Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), FuzzyDedup(), WriteParquet()]).run(
+        output=tmp_path / "run", executor="local", progress=False)
+    stats = assert_accounting(tmp_path / "run")
+    dedup = next(s for s in stats["stages"] if s["type"] == "fuzzy_dedup")
+    assert dedup["removed"] > 0
+    assert dedup["dedup"]["device"] == ("gpu" if CUPY and gpu_count() else "cpu")
