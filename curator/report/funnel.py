@@ -54,6 +54,34 @@ def _svg(stages: list[dict[str, Any]]) -> str:
             f'height="{height}" role="img" aria-label="funnel">{"".join(rows)}</svg>')
 
 
+def _histogram_svg(score: str, histogram: dict[str, Any]) -> str:
+    """Bars of one score's histogram; each bar's tooltip gives its range and count."""
+    counts, edges = histogram["counts"], histogram["edges"]
+    top = max([*counts, 1])
+    width, height = 12, 80
+    bars = "".join(
+        f'<rect x="{i * width}" y="{height - height * c / top:.1f}" width="{width - 2}" '
+        f'height="{height * c / top:.1f}" fill="#1971c2"><title>{edges[i]:.4g} to '
+        f'{edges[i + 1]:.4g}: {c:,}</title></rect>' for i, c in enumerate(counts))
+    return (f'<figure><svg xmlns="http://www.w3.org/2000/svg" width="{len(counts) * width}" '
+            f'height="{height}" role="img" aria-label="{html.escape(score)}">{bars}</svg>'
+            f"<figcaption>{html.escape(score)}: {edges[0]:.4g} to {edges[-1]:.4g}</figcaption>"
+            "</figure>")
+
+
+def _signals(stages: list[dict[str, Any]]) -> str:
+    """Per filter: how many documents failed each rule, and a histogram per score."""
+    parts = []
+    for s in stages:
+        if not s.get("rules") and not s.get("histograms"):
+            continue
+        rules = ", ".join(f"{html.escape(k)}: {v:,}" for k, v in s.get("rules", {}).items())
+        plots = "".join(_histogram_svg(k, h) for k, h in s.get("histograms", {}).items())
+        parts.append(f"<h3>{html.escape(s['name'])}</h3><p>failed per rule: {rules or '-'}</p>"
+                     f"<div style='display:flex;gap:2em'>{plots}</div>")
+    return "<h2>Filter signals</h2>" + "".join(parts) if parts else ""
+
+
 def render_html(stats: dict[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(s['name'])}</td><td>{html.escape(s['type'])}</td>"
@@ -67,7 +95,8 @@ def render_html(stats: dict[str, Any]) -> str:
             f"<body><h1>curator run: {name}</h1><h2>Funnel</h2>{_svg(stats['stages'])}"
             "<p>green: kept · orange: removed · red: failed</p><table><tr><th>stage</th>"
             "<th>type</th><th>in</th><th>kept</th><th>removed</th><th>failed</th>"
-            f"<th>removed by reason</th><th>seconds</th></tr>{rows}</table></body></html>")
+            f"<th>removed by reason</th><th>seconds</th></tr>{rows}</table>"
+            f"{_signals(stats['stages'])}</body></html>")
 
 
 def write_report(run_dir: str | Path, stats: dict[str, Any] | None = None) -> Path:

@@ -195,6 +195,9 @@ def test_filter_signals_are_kept_counted_and_histogrammed(tmp_path, two_dumps):
     histogram = entry["histograms"]["chars"]
     assert sum(histogram["counts"]) == len(docs)
     assert len(histogram["edges"]) == len(histogram["counts"]) + 1
+    report = (run / "report.html").read_text()
+    assert "Filter signals" in report and 'aria-label="chars"' in report
+    assert f"too_short: {entry['rules']['too_short']:,}" in report
 
 
 class _Blocklist(DatasetStage):
