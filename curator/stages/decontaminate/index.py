@@ -81,16 +81,15 @@ class NgramIndex:
         return cls(*(np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS))
 
 
-def build_index(text: pa.Array, text_item: np.ndarray, units: Units) -> tuple[NgramIndex,
-                                                                              np.ndarray,
-                                                                              np.ndarray]:
-    """The index of task texts (``text_item``: the item of each text, in item order); also the
-    units of each text and its mode."""
+def build_index(text: pa.Array, text_item: np.ndarray, whole: np.ndarray,
+                units: Units) -> tuple[NgramIndex, np.ndarray, np.ndarray]:
+    """The index of task texts (``text_item``: the item of each text, in item order;
+    ``whole``: whether a short text may be used whole); also each text's units and mode."""
     buf = string_buffers(text)
     modes = text_modes(text, np.full(len(text), ngrams.AUTO, np.int8), units.cjk_threshold)
     long_rows, short_rows, lengths = ngrams.text_keys(
-        buf.data, buf.starts, buf.ends, modes, units.n(), units.mins(), units.powers(),
-        *kernel_tables())
+        buf.data, buf.starts, buf.ends, modes, whole.astype(np.uint8), units.n(),
+        units.mins(), units.powers(), *kernel_tables())
     long_item = text_item[long_rows[:, 1].astype(np.int64)]
     by_key = np.lexsort((long_item, long_rows[:, 0]))
     long_keys, first = np.unique(long_rows[by_key, 0], return_index=True)

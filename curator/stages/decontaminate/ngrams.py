@@ -199,9 +199,9 @@ def _grow(rows, count):
 
 # ------------------------------------------------------------------------------ task side
 @nb.njit(nogil=True, cache=True)
-def text_keys(data, starts, ends, modes, n, mins, pows, mapping, exp_off, exp_pts, kinds,
+def text_keys(data, starts, ends, modes, whole, n, mins, pows, mapping, exp_off, exp_pts, kinds,
               comp_keys, comp_vals):
-    """Keys of task texts (modes resolved).
+    """Keys of task texts (modes resolved; ``whole``: a short text may be used whole).
 
     Returns ``long`` rows (key, text) and ``short`` rows (full key, suffix key, length, text)
     as uint64 arrays, and the number of units of each text."""
@@ -230,7 +230,7 @@ def text_keys(data, starts, ends, modes, n, mins, pows, mapping, exp_off, exp_pt
                 long_rows[n_long, 0] = prefix[j] - prefix[j - size_n] * pows[mode, size_n]
                 long_rows[n_long, 1] = t
                 n_long += 1
-        elif u >= mins[mode]:
+        elif u >= mins[mode] and whole[t]:
             short_rows = _grow(short_rows, n_short)
             k = mins[mode]
             short_rows[n_short, 0] = prefix[u]

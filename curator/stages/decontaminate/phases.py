@@ -76,35 +76,37 @@ class IndexJob:
 def build(job: IndexJob) -> dict:
     """Read every task file, hash its texts, save the index and the item table."""
     started = time.perf_counter()
-    stats = {t.name: {"files": 0, "items": 0, "texts": 0, "texts_too_short": 0,
-                      "items_unindexed": 0, "ngrams": 0} for t in job.tasks}
+    stats = {t.name: {"files": 0} for t in job.tasks}
     item_task: list[str] = []
     item_ids: list[str] = []
     texts: list[str] = []
     text_item: list[int] = []
+    whole: list[bool] = []
     for file in job.files:
         name = job.tasks[file.task].name
         stats[name]["files"] += 1
         for item in task_items(job.tasks[file.task], Path(file.local), file.display):
-            texts += item.texts
-            text_item += [len(item_ids)] * len(item.texts)
+            texts += item.texts + item.answers
+            text_item += [len(item_ids)] * (len(item.texts) + len(item.answers))
+            whole += [True] * len(item.texts) + [False] * len(item.answers)
             item_task.append(name)
             item_ids.append(item.id)
     item_of_text = np.array(text_item, np.int64)
+    usable_whole = np.array(whole, bool)
     index, lengths, modes = build_index(pa.array(texts, pa.large_string()), item_of_text,
-                                        job.units)
-    mins = job.units.mins()[modes]
+                                        usable_whole, job.units)
+    units = job.units
+    keyed = (lengths >= units.n()[modes]) | ((lengths >= units.mins()[modes]) & usable_whole)
     indexed = np.zeros(len(item_ids), bool)
-    indexed[item_of_text[lengths >= mins]] = True
+    indexed[item_of_text[keyed]] = True
     tasks = np.array(item_task, dtype=object)
     for name, entry in stats.items():
         of_task = tasks == name
-        entry["items"] = int(of_task.sum())
-        entry["items_unindexed"] = int((of_task & ~indexed).sum())
-        text_of_task = of_task[item_of_text] if len(item_of_text) else np.zeros(0, bool)
-        entry["texts"] = int(text_of_task.sum())
-        entry["texts_too_short"] = int((text_of_task & (lengths < mins)).sum())
-        entry["ngrams"] = int((tasks[index.entry_item] == name).sum()) if index.entries else 0
+        text_of_task = of_task[item_of_text]
+        entry.update(items=int(of_task.sum()), items_unindexed=int((of_task & ~indexed).sum()),
+                     texts=int(text_of_task.sum()),
+                     texts_unused=int((text_of_task & ~keyed).sum()),
+                     ngrams=int((tasks[index.entry_item] == name).sum()))
     folder = Path(job.work) / "index"
     items = pa.table({"task": pa.array(item_task, pa.string()),
                       "item": pa.array(item_ids, pa.string())})
@@ -213,8 +215,8 @@ class CutJob:
 
 def _spans(starts: np.ndarray, ends: np.ndarray, items: np.ndarray) -> list[tuple[int, int,
                                                                                   int]]:
-    """Matched n-grams (sorted by start) merged where they overlap, each span named by the
-    item of its first n-gram."""
+    """Matched n-grams (sorted by start, then item) merged where they overlap or touch, each
+    span named by the item of its first n-gram."""
     spans: list[list[int]] = []
     for start, end, item in zip(starts.tolist(), ends.tolist(), items.tolist(), strict=True):
         if spans and start <= spans[-1][1]:
@@ -233,20 +235,20 @@ def cut(job: CutJob) -> dict:
     """Cut every contaminated document of one part; report per task."""
     work = Path(job.work)
     matches = feather.read_table(work / "matches" / f"part-{job.part:05d}.arrow")
-    frequent = np.load(work / "frequent.npy")
-    keep = ~np.isin(matches.column("entry").to_numpy(), frequent)
-    matches = matches.filter(pa.array(keep)).sort_by([("row", "ascending"),
-                                                      ("start", "ascending"),
-                                                      ("entry", "ascending")])
+    entries = matches.column("entry").to_numpy()
+    keep = np.flatnonzero(~np.isin(entries, np.load(work / "frequent.npy")))
     report = _empty_report()
     records: list[dict[str, Any]] = []
-    if matches.num_rows:
+    if len(keep):
         loaded = load_index(str(work / "index"))
         items = pq.read_table(work / "index" / "items.parquet")
         task_of, id_of = items.column("task").to_pylist(), items.column("item").to_pylist()
-        rows = matches.column("row").to_numpy()
-        item = np.asarray(loaded.index.entry_item)[matches.column("entry").to_numpy()]
-        starts, ends = matches.column("start").to_numpy(), matches.column("end").to_numpy()
+        rows = matches.column("row").to_numpy()[keep]
+        starts = matches.column("start").to_numpy()[keep]
+        ends = matches.column("end").to_numpy()[keep]
+        item = np.asarray(loaded.index.entry_item)[entries[keep]]
+        order = np.lexsort((ends, item, starts, rows))
+        rows, starts, ends, item = rows[order], starts[order], ends[order], item[order]
         doc_rows, first = np.unique(rows, return_index=True)
         bounds = np.append(first, len(rows))
         docs = pq.read_table(job.path, columns=[ID, TEXT]).take(pa.array(doc_rows))

@@ -1,10 +1,12 @@
 """Downstream tasks: the ready-made specs (which fields of which published file format hold the
 texts) and the items they yield.
 
-An item's texts are each value of its text fields, and all of them joined in field order (so
-that a question followed by its choices or answer is found across the field boundary). A spec
-lists the layouts a benchmark is shipped in (publisher files, Hugging Face Parquet, the
-llm-foundry copies); each file is read with the first layout whose fields its first record has.
+An item's texts are the values of its prompt fields (question, context), of its answer fields
+(choices, answers), and all of them joined in field order (a question followed by its choices
+or answer is found across the field boundary). A text shorter than an n-gram is used whole,
+except an answer alone: short answers and choices are names and common phrases. A spec lists
+the layouts a benchmark is shipped in (publisher files, Hugging Face Parquet, the llm-foundry
+copies); each file is read with the first layout whose fields its first record has.
 """
 
 from __future__ import annotations
@@ -27,16 +29,17 @@ from curator.stages.decontaminate.readers import (
     read_records,
 )
 
-Texts = Callable[[dict[str, Any], str, str], list[str]]
+Texts = Callable[[dict[str, Any], str, str], tuple[list[str], list[str]]]
 
 
 @dataclass(frozen=True)
 class Layout:
-    """One way a benchmark is shipped: its text fields (dotted paths; lists are traversed),
-    its id field, where the records are in a JSON document, the columns of a headerless CSV,
-    or a function that makes the texts of a record."""
+    """One way a benchmark is shipped: its prompt and answer fields (dotted paths; lists are
+    traversed), its id field, where the records are in a JSON document, the columns of a
+    headerless CSV, or a function that makes the (prompt, answer) texts of a record."""
 
     fields: tuple[str, ...]
+    answers: tuple[str, ...] = ()
     id: str | None = None
     records: str | None = None
     columns: tuple[str, ...] | None = None
@@ -48,62 +51,67 @@ class Layout:
         return self.columns is None or fmt in ("csv", "tsv")
 
 
-def _winogrande_filled(value: dict[str, Any], where: str, display: str) -> list[str]:
+def _winogrande_filled(value: dict[str, Any], where: str,
+                       display: str) -> tuple[list[str], list[str]]:
     """The sentence with its blank filled by each option (publisher format)."""
     sentence = field_values(value, "sentence", where, display)[0]
     return [sentence.replace("_", option) for name in ("option1", "option2")
-            for option in field_values(value, name, where, display)]
+            for option in field_values(value, name, where, display)], []
 
 
-def _winogrande_options(value: dict[str, Any], where: str, display: str) -> list[str]:
+def _winogrande_options(value: dict[str, Any], where: str,
+                        display: str) -> tuple[list[str], list[str]]:
     """Each context option followed by the continuation (llm-foundry format)."""
     tail = " ".join(field_values(value, "continuation", where, display))
     return [f"{option} {tail}" for option in
-            field_values(value, "context_options", where, display)]
+            field_values(value, "context_options", where, display)], []
 
 
-def _jsquad(value: dict[str, Any], where: str, display: str) -> list[str]:
-    """The Wikipedia paragraph without JGLUE's ``<title> [SEP]`` prefix, questions, answers."""
+def _jsquad(value: dict[str, Any], where: str, display: str) -> tuple[list[str], list[str]]:
+    """The Wikipedia paragraph without JGLUE's ``<title> [SEP]`` prefix and the questions;
+    the answers."""
     paragraph = field_values(value, "context", where, display)[0].split("[SEP]", 1)[-1]
-    return [paragraph.strip(), *field_values(value, "qas.question", where, display),
-            *field_values(value, "qas.answers.text", where, display)]
+    return ([paragraph.strip(), *field_values(value, "qas.question", where, display)],
+            field_values(value, "qas.answers.text", where, display))
 
 
-_MC = ("query", "choices")  # llm-foundry's multiple-choice copies
-_SQUAD = (Layout(("context", "qas.question", "qas.answers.text"), id="qas.id",
+_MC = Layout(("query",), ("choices",))  # llm-foundry's multiple-choice copies
+_SQUAD = (Layout(("context", "qas.question"), ("qas.answers.text",), id="qas.id",
                  records="data.paragraphs"),
-          Layout(("context", "question", "answers.text"), id="id"))
+          Layout(("context", "question"), ("answers.text",), id="id"))
 _HEADERLESS_MMLU = ("question", "A", "B", "C", "D", "answer")
 
 SPECS: dict[str, tuple[Layout, ...]] = {
-    "mmlu": (Layout(("question", "choice0", "choice1", "choice2", "choice3")),
-             Layout(("question", "A", "B", "C", "D"), columns=_HEADERLESS_MMLU),
-             Layout(("question", "choices"))),
-    "gsm8k": (Layout(("question", "answer")),),
-    "hellaswag": (Layout(("ctx", "endings"), id="ind"), Layout(_MC)),
-    "piqa": (Layout(("goal", "sol1", "sol2")), Layout(_MC)),
+    "mmlu": (Layout(("question",), ("choice0", "choice1", "choice2", "choice3")),
+             Layout(("question",), ("A", "B", "C", "D"), columns=_HEADERLESS_MMLU),
+             Layout(("question",), ("choices",))),
+    "gsm8k": (Layout(("question",), ("answer",)),),
+    "hellaswag": (Layout(("ctx",), ("endings",), id="ind"), _MC),
+    "piqa": (Layout(("goal",), ("sol1", "sol2")), _MC),
     "winogrande": (Layout(("sentence", "option1", "option2"), id="qID",
                           texts=_winogrande_filled),
                    Layout(("context_options", "continuation"), texts=_winogrande_options)),
-    "arc": (Layout(("question.stem", "question.choices.text"), id="id"),
-            Layout(("question", "choices.text"), id="id"), Layout(_MC)),
-    "triviaqa": (Layout(("Question", "Answer.Value"), id="QuestionId", records="Data"),
-                 Layout(("question", "answer.value"), id="question_id"),
-                 Layout(("context", "answer"))),
+    "arc": (Layout(("question.stem",), ("question.choices.text",), id="id"),
+            Layout(("question",), ("choices.text",), id="id"), _MC),
+    "triviaqa": (Layout(("Question",), ("Answer.Value",), id="QuestionId", records="Data"),
+                 Layout(("question",), ("answer.value",), id="question_id"),
+                 Layout(("context",), ("answer",))),
     "squad": _SQUAD,
-    "lambada": (Layout(("text",)), Layout(("context", "continuation"))),
-    "humaneval": (Layout(("prompt", "canonical_solution"), id="task_id"),),
-    "truthfulqa": (Layout(("Question", "Best Answer", "Correct Answers", "Incorrect Answers")),
-                   Layout(("question", "best_answer", "correct_answers", "incorrect_answers"))),
-    "jcommonsenseqa": (Layout(("question", "choice0", "choice1", "choice2", "choice3",
-                               "choice4"), id="q_id"),),
-    "jsquad": (Layout(("context", "qas.question", "qas.answers.text"), id="qas.id",
+    "lambada": (Layout(("text",)), Layout(("context",), ("continuation",))),
+    "humaneval": (Layout(("prompt",), ("canonical_solution",), id="task_id"),),
+    "truthfulqa": (Layout(("Question",), ("Best Answer", "Correct Answers",
+                                          "Incorrect Answers")),
+                   Layout(("question",), ("best_answer", "correct_answers",
+                                          "incorrect_answers"))),
+    "jcommonsenseqa": (Layout(("question",), ("choice0", "choice1", "choice2", "choice3",
+                                              "choice4"), id="q_id"),),
+    "jsquad": (Layout(("context", "qas.question"), ("qas.answers.text",), id="qas.id",
                       records="data.paragraphs", texts=_jsquad),),
     "jaquad": _SQUAD,
     "jnli": (Layout(("sentence1", "sentence2"), id="sentence_pair_id"),),
-    "jemhopqa": (Layout(("question", "answer"), id="qid"),),
-    "niilc": (Layout(("text", "answers.answer"), id="id"),),
-    "jmmlu": (Layout(("question", "A", "B", "C", "D"), columns=_HEADERLESS_MMLU),),
+    "jemhopqa": (Layout(("question",), ("answer",), id="qid"),),
+    "niilc": (Layout(("text",), ("answers.answer",), id="id"),),
+    "jmmlu": (Layout(("question",), ("A", "B", "C", "D"), columns=_HEADERLESS_MMLU),),
 }
 
 
@@ -144,30 +152,36 @@ class Task(BaseModel):
 
 @dataclass(frozen=True)
 class Item:
+    """A task item: texts that may be used whole when short (prompts, the joined item), and
+    answers (n-grams only)."""
+
     id: str
     texts: list[str]
+    answers: list[str]
 
 
 def _header_fits(layout: Layout, header: list[str]) -> bool:
-    return all(field.split(".")[0] in header for field in layout.fields)
+    return all(field.split(".")[0] in header for field in layout.fields + layout.answers)
 
 
-def _texts(layout: Layout, record: Record, display: str) -> list[str]:
-    if layout.texts is not None:
-        texts = layout.texts(record.value, record.where, display)
-    else:
-        values = [v for field in layout.fields
-                  for v in field_values(record.value, field, record.where, display)]
-        texts = [*values, " ".join(values)] if len(values) > 1 else values
-    return [t for t in texts if t.strip()]
+def _values(record: Record, fields: tuple[str, ...], display: str) -> list[str]:
+    return [v for field in fields for v in field_values(record.value, field, record.where,
+                                                        display)]
 
 
 def _item(layout: Layout, record: Record, display: str, label: str) -> Item:
-    texts = _texts(layout, record, display)
+    if layout.texts is not None:
+        texts, answers = layout.texts(record.value, record.where, display)
+    else:
+        texts, answers = _values(record, layout.fields, display), \
+            _values(record, layout.answers, display)
+        if len(texts) + len(answers) > 1:
+            texts = [*texts, " ".join(texts + answers)]
+    item_id = f"{label} {record.where}"
     if layout.id is not None:
-        ids = field_values(record.value, layout.id, record.where, display)
-        return Item(ids[0] if ids else f"{label} {record.where}", texts)
-    return Item(f"{label} {record.where}", texts)
+        item_id = next(iter(field_values(record.value, layout.id, record.where, display)),
+                       item_id)
+    return Item(item_id, [t for t in texts if t.strip()], [a for a in answers if a.strip()])
 
 
 def _candidates(task: Task, local: Path, display: str) -> Iterator[tuple[Layout, Iterator[Record]]]:
@@ -211,5 +225,5 @@ def task_items(task: Task, local: Path, display: str) -> Iterator[Item]:
 
 
 def _explained(err: TaskFileError, task: Task, layouts: tuple[Layout, ...]) -> TaskFileError:
-    shapes = " or ".join(", ".join(layout.fields) for layout in layouts)
+    shapes = " or ".join(", ".join(layout.fields + layout.answers) for layout in layouts)
     return TaskFileError(f"{err} (task {task.name!r} reads {shapes})")
