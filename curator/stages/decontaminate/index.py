@@ -21,8 +21,9 @@ _ARRAYS = ("long_keys", "short_full", "short_suffix", "short_len", "entry_item")
 
 
 @dataclass(frozen=True)
-class Units:
-    """N-gram sizes per mode: ``n`` units, and the fewest units of a text used whole."""
+class NgramSizes:
+    """N-gram sizes per mode (words, characters): ``n`` units, and the fewest units of a text
+    used whole; the share of CJK letters that makes a text a character-mode one."""
 
     n_word: int
     min_word: int
@@ -82,14 +83,14 @@ class NgramIndex:
 
 
 def build_index(text: pa.Array, text_item: np.ndarray, whole: np.ndarray,
-                units: Units) -> tuple[NgramIndex, np.ndarray, np.ndarray]:
+                sizes: NgramSizes) -> tuple[NgramIndex, np.ndarray, np.ndarray]:
     """The index of task texts (``text_item``: the item of each text, in item order;
     ``whole``: whether a short text may be used whole); also each text's units and mode."""
     buf = string_buffers(text)
-    modes = text_modes(text, np.full(len(text), ngrams.AUTO, np.int8), units.cjk_threshold)
+    modes = text_modes(text, np.full(len(text), ngrams.AUTO, np.int8), sizes.cjk_threshold)
     long_rows, short_rows, lengths = ngrams.text_keys(
-        buf.data, buf.starts, buf.ends, modes, whole.astype(np.uint8), units.n(),
-        units.mins(), units.powers(), *kernel_tables())
+        buf.data, buf.starts, buf.ends, modes, whole.astype(np.uint8), sizes.n(),
+        sizes.mins(), sizes.powers(), *kernel_tables())
     long_item = text_item[long_rows[:, 1].astype(np.int64)]
     by_key = np.lexsort((long_item, long_rows[:, 0]))
     long_keys, first = np.unique(long_rows[by_key, 0], return_index=True)
@@ -128,10 +129,6 @@ class LoadedIndex:
     short_dir: np.ndarray
     short_shift: np.uint64
 
-    @property
-    def nbytes(self) -> int:
-        return self.index.nbytes + self.long_dir.nbytes + self.short_dir.nbytes
-
 
 def load_index(folder: str) -> LoadedIndex:
     """The index in ``folder``, loaded once per process (again when it was rewritten)."""
@@ -147,14 +144,14 @@ def _load(folder: str, _version: tuple[int, int, int]) -> LoadedIndex:
     return LoadedIndex(index, long_dir, long_shift, short_dir, short_shift)
 
 
-def find_matches(text: pa.Array | pa.ChunkedArray, modes: np.ndarray, units: Units,
+def find_matches(text: pa.Array | pa.ChunkedArray, modes: np.ndarray, sizes: NgramSizes,
                  loaded: LoadedIndex) -> tuple[np.ndarray, np.ndarray]:
     """Rows (document, entry, first code point, past-last code point) of every key occurrence,
     and each document's mode (``modes`` may hold ``AUTO``)."""
     buf = string_buffers(text)
-    modes = text_modes(text, modes, units.cjk_threshold)
+    modes = text_modes(text, modes, sizes.cjk_threshold)
     ix = loaded.index
     return ngrams.find_matches(
-        buf.data, buf.starts, buf.ends, modes, units.n(), units.mins(), units.powers(),
+        buf.data, buf.starts, buf.ends, modes, sizes.n(), sizes.mins(), sizes.powers(),
         *kernel_tables(), ix.long_keys, loaded.long_dir, loaded.long_shift, ix.short_suffix,
         ix.short_full, ix.short_len, loaded.short_dir, loaded.short_shift), modes

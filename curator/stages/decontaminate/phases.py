@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,9 @@ from curator.batch import ID, TEXT
 from curator.commit import commit_files, temporary_for
 from curator.stages.context import Decisions
 from curator.stages.decontaminate.cut import CutRules, plan_cut
-from curator.stages.decontaminate.index import Units, build_index, find_matches, load_index
+from curator.stages.decontaminate.index import NgramSizes, build_index, find_matches, load_index
 from curator.stages.decontaminate.ngrams import AUTO, CHAR, WORD
-from curator.stages.decontaminate.tasks import Task, task_items
+from curator.stages.decontaminate.tasks import Item, Task, task_items
 
 REASON = "contaminated"
 SPAN = pa.struct([("task", pa.string()), ("item", pa.string()), ("start", pa.int64()),
@@ -70,51 +70,69 @@ class IndexJob:
     work: str
     tasks: tuple[Task, ...]
     files: tuple[TaskFile, ...]
-    units: Units
+    sizes: NgramSizes
+
+
+@dataclass
+class _Texts:
+    """Every text of every item, with its item and whether it may be used whole."""
+
+    texts: list[str] = field(default_factory=list)
+    item: list[int] = field(default_factory=list)
+    whole: list[bool] = field(default_factory=list)
+    item_task: list[str] = field(default_factory=list)
+    item_id: list[str] = field(default_factory=list)
+
+    def add(self, task: str, item: Item) -> None:
+        self.texts += item.texts + item.answers
+        self.item += [len(self.item_id)] * (len(item.texts) + len(item.answers))
+        self.whole += [True] * len(item.texts) + [False] * len(item.answers)
+        self.item_task.append(task)
+        self.item_id.append(item.id)
 
 
 def build(job: IndexJob) -> dict:
     """Read every task file, hash its texts, save the index and the item table."""
     started = time.perf_counter()
-    stats = {t.name: {"files": 0} for t in job.tasks}
-    item_task: list[str] = []
-    item_ids: list[str] = []
-    texts: list[str] = []
-    text_item: list[int] = []
-    whole: list[bool] = []
+    files = {t.name: 0 for t in job.tasks}
+    read = _Texts()
     for file in job.files:
-        name = job.tasks[file.task].name
-        stats[name]["files"] += 1
-        for item in task_items(job.tasks[file.task], Path(file.local), file.display):
-            texts += item.texts + item.answers
-            text_item += [len(item_ids)] * (len(item.texts) + len(item.answers))
-            whole += [True] * len(item.texts) + [False] * len(item.answers)
-            item_task.append(name)
-            item_ids.append(item.id)
-    item_of_text = np.array(text_item, np.int64)
-    usable_whole = np.array(whole, bool)
-    index, lengths, modes = build_index(pa.array(texts, pa.large_string()), item_of_text,
-                                        usable_whole, job.units)
-    units = job.units
-    keyed = (lengths >= units.n()[modes]) | ((lengths >= units.mins()[modes]) & usable_whole)
-    indexed = np.zeros(len(item_ids), bool)
-    indexed[item_of_text[keyed]] = True
-    tasks = np.array(item_task, dtype=object)
-    for name, entry in stats.items():
-        of_task = tasks == name
-        text_of_task = of_task[item_of_text]
-        entry.update(items=int(of_task.sum()), items_unindexed=int((of_task & ~indexed).sum()),
-                     texts=int(text_of_task.sum()),
-                     texts_unused=int((text_of_task & ~keyed).sum()),
-                     ngrams=int((tasks[index.entry_item] == name).sum()))
+        task = job.tasks[file.task]
+        files[task.name] += 1
+        for item in task_items(task, Path(file.local), file.display):
+            read.add(task.name, item)
+    item = np.array(read.item, np.int64)
+    whole = np.array(read.whole, bool)
+    index, lengths, modes = build_index(pa.array(read.texts, pa.large_string()), item, whole,
+                                        job.sizes)
+    keyed = (lengths >= job.sizes.n()[modes]) | ((lengths >= job.sizes.mins()[modes]) & whole)
     folder = Path(job.work) / "index"
-    items = pa.table({"task": pa.array(item_task, pa.string()),
-                      "item": pa.array(item_ids, pa.string())})
+    items = pa.table({"task": pa.array(read.item_task, pa.string()),
+                      "item": pa.array(read.item_id, pa.string())})
     _commit([*((folder / f"{name}.npy", array) for name, array in index.arrays().items()),
              (folder / "items.parquet", items)])
     return {"entries": index.entries, "ngrams": len(index.long_keys),
             "whole_texts": len(index.short_full), "bytes": index.nbytes,
-            "seconds": round(time.perf_counter() - started, 3), "tasks": stats}
+            "seconds": round(time.perf_counter() - started, 3),
+            "tasks": _task_figures(files, np.array(read.item_task, dtype=object), item, keyed,
+                                   index.entry_item)}
+
+
+def _task_figures(files: dict[str, int], item_task: np.ndarray, text_item: np.ndarray,
+                  keyed: np.ndarray, entry_item: np.ndarray) -> dict[str, dict[str, int]]:
+    """Per task: files, items, items without any key, texts, texts without a key, entries."""
+    indexed = np.zeros(len(item_task), bool)
+    indexed[text_item[keyed]] = True
+    out = {}
+    for name, count in files.items():
+        of_task = item_task == name
+        text_of_task = of_task[text_item]
+        out[name] = {"files": count, "items": int(of_task.sum()),
+                     "items_unindexed": int((of_task & ~indexed).sum()),
+                     "texts": int(text_of_task.sum()),
+                     "texts_unused": int((text_of_task & ~keyed).sum()),
+                     "ngrams": int(of_task[entry_item].sum())}
+    return out
 
 
 # ------------------------------------------------------------------------------------ 2
@@ -123,7 +141,7 @@ class MatchJob:
     part: int
     path: str
     work: str
-    units: Units
+    sizes: NgramSizes
     lang_field: str
     char_languages: tuple[str, ...]
     batch_bytes: int
@@ -163,7 +181,7 @@ def match(job: MatchJob) -> dict:
     offset = char_docs = 0
     for batch in _batches(job.path, columns, job.batch_bytes):
         modes = document_modes(batch, job.lang_field, job.char_languages)
-        hits, modes = find_matches(batch.column(TEXT), modes, job.units, loaded)
+        hits, modes = find_matches(batch.column(TEXT), modes, job.sizes, loaded)
         hits[:, 0] += offset
         found.append(hits)
         offset += batch.num_rows

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, model_validator
 
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext
 from curator.stages.decontaminate.tasks import Task
+
+if TYPE_CHECKING:
+    from curator.stages.decontaminate.phases import TaskFile
 
 
 class Decontaminate(DatasetStage):
@@ -61,17 +64,17 @@ class Decontaminate(DatasetStage):
     def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
         from curator.stages.decontaminate import phases
         from curator.stages.decontaminate.cut import CutRules
-        from curator.stages.decontaminate.index import Units
+        from curator.stages.decontaminate.index import NgramSizes
 
         started = time.perf_counter()
         work = str(ctx.work_dir)
-        units = Units(self.ngram_words, self.min_words, self.ngram_chars, self.min_chars,
-                      self.cjk_threshold)
+        sizes = NgramSizes(self.ngram_words, self.min_words, self.ngram_chars, self.min_chars,
+                           self.cjk_threshold)
         keys = [f"part-{i:05d}" for i in range(len(parts))]
         index = ctx.run_phase("index", phases.build, [phases.IndexJob(
-            work, tuple(self.tasks), tuple(self._task_files(ctx)), units)], ["index"])[0]
+            work, tuple(self.tasks), tuple(self._task_files(ctx)), sizes)], ["index"])[0]
         matched = ctx.run_phase("match", phases.match, [
-            phases.MatchJob(i, str(p), work, units, self.lang_field, tuple(self.char_languages),
+            phases.MatchJob(i, str(p), work, sizes, self.lang_field, tuple(self.char_languages),
                             ctx.batch_bytes) for i, p in enumerate(parts)], keys)
         frequency = ctx.run_phase("frequency", phases.frequency, [phases.FrequencyJob(
             work, len(parts), index["entries"], self.max_docs)], ["all"])[0]
@@ -84,7 +87,7 @@ class Decontaminate(DatasetStage):
         count.facts["decontamination"] = self._report(index, matched, frequency, reports)
         return DatasetResult(outputs, count)
 
-    def _task_files(self, ctx: DatasetContext) -> list[Any]:
+    def _task_files(self, ctx: DatasetContext) -> list[TaskFile]:
         """Every task file (globs expanded) with its local copy, in task order."""
         from curator.io.files import InputError, list_shards
         from curator.stages.decontaminate.phases import TaskFile
