@@ -1,5 +1,6 @@
-"""The n-gram index of the task texts: sorted uint64 key arrays with a radix directory, saved as
-``.npy`` files that every worker memory-maps (the pages are shared between processes).
+"""The n-gram index of the task texts: sorted uint64 key arrays, saved as ``.npy`` files that
+every worker memory-maps (the pages are shared between processes) and probes through a bitmap
+filter (8 bits per key) and a radix directory (``np.searchsorted`` over the top bits).
 
 Entries are numbered: long key ``k`` is entry ``k``, short key ``k`` entry ``len(long) + k``;
 ``entry_item`` names the first task item (in task and file order) that holds the key."""
@@ -119,6 +120,16 @@ def directory(keys: np.ndarray) -> tuple[np.ndarray, np.uint64]:
     return np.append(bounds, len(keys)).astype(np.int64), shift
 
 
+def bitmap(keys: np.ndarray) -> np.ndarray:
+    """A bit per ``key mod 2**b`` (about 8 bits per key, as uint64 words)."""
+    bits = max(6, int(np.ceil(np.log2(max(len(keys), 1)))) + 3)
+    words = np.zeros(2 ** (bits - 6), np.uint64)
+    slots = keys & np.uint64(2**bits - 1)
+    np.bitwise_or.at(words, (slots >> np.uint64(6)).astype(np.int64),
+                     np.uint64(1) << (slots & np.uint64(63)))
+    return words
+
+
 @dataclass(frozen=True)
 class LoadedIndex:
     """An index ready for ``ngrams.find_matches``."""
@@ -126,8 +137,10 @@ class LoadedIndex:
     index: NgramIndex
     long_dir: np.ndarray
     long_shift: np.uint64
+    long_bits: np.ndarray
     short_dir: np.ndarray
     short_shift: np.uint64
+    short_bits: np.ndarray
 
 
 def load_index(folder: str) -> LoadedIndex:
@@ -141,7 +154,8 @@ def _load(folder: str, _version: tuple[int, int, int]) -> LoadedIndex:
     index = NgramIndex.load(Path(folder))
     long_dir, long_shift = directory(index.long_keys)
     short_dir, short_shift = directory(index.short_suffix)
-    return LoadedIndex(index, long_dir, long_shift, short_dir, short_shift)
+    return LoadedIndex(index, long_dir, long_shift, bitmap(index.long_keys), short_dir,
+                       short_shift, bitmap(index.short_suffix))
 
 
 def find_matches(text: pa.Array | pa.ChunkedArray, modes: np.ndarray, sizes: NgramSizes,
@@ -153,5 +167,6 @@ def find_matches(text: pa.Array | pa.ChunkedArray, modes: np.ndarray, sizes: Ngr
     ix = loaded.index
     return ngrams.find_matches(
         buf.data, buf.starts, buf.ends, modes, sizes.n(), sizes.mins(), sizes.powers(),
-        *kernel_tables(), ix.long_keys, loaded.long_dir, loaded.long_shift, ix.short_suffix,
-        ix.short_full, ix.short_len, loaded.short_dir, loaded.short_shift), modes
+        *kernel_tables(), ix.long_keys, loaded.long_dir, loaded.long_shift, loaded.long_bits,
+        ix.short_suffix, ix.short_full, ix.short_len, loaded.short_dir, loaded.short_shift,
+        loaded.short_bits), modes

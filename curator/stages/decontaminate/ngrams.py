@@ -243,8 +243,12 @@ def text_keys(data, starts, ends, modes, whole, n, mins, pows, mapping, exp_off,
 
 # ------------------------------------------------------------------------------ document side
 @nb.njit(inline="always", nogil=True)
-def _find(keys, directory, shift, key):
-    """Index of ``key`` in sorted ``keys`` through the radix directory, or -1."""
+def _find(keys, directory, shift, bitmap, key):
+    """Index of ``key`` in sorted ``keys`` through the radix directory, or -1; ``bitmap``
+    (bit ``key mod 64 * len(bitmap)``) rules most absent keys out first."""
+    slot = key & np.uint64(64 * len(bitmap) - 1)
+    if not (bitmap[slot >> np.uint64(6)] >> (slot & np.uint64(63))) & np.uint64(1):
+        return -1
     bucket = key >> shift
     for k in range(directory[bucket], directory[bucket + 1]):
         if keys[k] == key:
@@ -256,8 +260,8 @@ def _find(keys, directory, shift, key):
 
 @nb.njit(nogil=True, cache=True)
 def find_matches(data, starts, ends, modes, n, mins, pows, mapping, exp_off, exp_pts, kinds,
-                 comp_keys, comp_vals, long_keys, long_dir, long_shift, short_suffix, short_full,
-                 short_len, short_dir, short_shift):
+                 comp_keys, comp_vals, long_keys, long_dir, long_shift, long_bits, short_suffix,
+                 short_full, short_len, short_dir, short_shift, short_bits):
     """Occurrences of index keys in documents (modes resolved).
 
     Returns rows (document, entry, first code point, past-last code point) as int64; long key
@@ -281,7 +285,7 @@ def find_matches(data, starts, ends, modes, n, mins, pows, mapping, exp_off, exp
         size_min = mins[mode]
         for j in range(size_min, u + 1):
             if j >= size_n:
-                k = _find(long_keys, long_dir, long_shift,
+                k = _find(long_keys, long_dir, long_shift, long_bits,
                           prefix[j] - prefix[j - size_n] * pows[mode, size_n])
                 if k >= 0:
                     hits = _grow(hits, count)
@@ -291,7 +295,7 @@ def find_matches(data, starts, ends, modes, n, mins, pows, mapping, exp_off, exp
                     hits[count, 3] = past[j - 1]
                     count += 1
             suffix = prefix[j] - prefix[j - size_min] * pows[mode, size_min]
-            k = _find(short_suffix, short_dir, short_shift, suffix)
+            k = _find(short_suffix, short_dir, short_shift, short_bits, suffix)
             while k >= 0 and k < len(short_suffix) and short_suffix[k] == suffix:
                 length = short_len[k]
                 if length <= j and prefix[j] - prefix[j - length] * pows[mode, length] \
