@@ -17,15 +17,17 @@ if TYPE_CHECKING:
 
 
 class Decontaminate(DatasetStage):
-    """Find the n-grams of downstream tasks in the documents and cut them out (GPT-3 / NeMo
-    Curator): word n-grams for space-delimited languages, character n-grams for Japanese and
-    Chinese (by the ``lang`` column, else by script). N-grams found in more than ``max_docs``
-    documents are ignored. Each match removes the n-gram and ``margin`` characters on either
-    side and splits the document there; fragments under ``min_fragment`` characters are
-    dropped, and they are joined with ``separator`` into the document's new text. A document
-    split more than ``max_splits`` times, or left without fragments, is removed (reason
-    ``contaminated``). Every document gets ``contamination``: its matched spans (task, item,
-    start, end in the original text), null when clean."""
+    """Cut downstream-task text (benchmark n-grams) out of the documents, as GPT-3 and NeMo
+    Curator do.
+
+    Word n-grams for space-delimited languages, character n-grams for Japanese and Chinese (by
+    the ``lang`` column, else by script). N-grams found in more than ``max_docs`` documents are
+    ignored. Each match removes the n-gram and ``margin`` characters on either side and splits
+    the document there; fragments under ``min_fragment`` characters are dropped, the others are
+    joined with ``separator`` into the document's new text. A document split more than
+    ``max_splits`` times, or left without fragments, is removed (reason ``contaminated``).
+    Every document gets ``contamination``: its matched spans (task, item, start and end in the
+    original text), null when clean."""
 
     type = "decontaminate"
     holds_gil: ClassVar[bool] = True
