@@ -37,7 +37,6 @@ class Record:
     """One record of a task file: ``where`` is ``line N``, ``row N`` or a JSON path."""
 
     where: str
-    line: int | None
     value: dict[str, Any]
 
 
@@ -76,7 +75,7 @@ def _json_lines(text: str, display: str) -> Iterator[Record]:
         if not isinstance(value, dict):
             raise TaskFileError(f"{display}: line {number}: expected a JSON object, found "
                                 f"{type(value).__name__}")
-        yield Record(f"line {number}", number, value)
+        yield Record(f"line {number}", value)
 
 
 def _walk(value: Any, keys: list[str], where: str, display: str) -> Iterator[tuple[str, Any]]:
@@ -108,7 +107,7 @@ def _json_document(text: str, display: str, records: str | None) -> Iterator[Rec
         if not isinstance(value, dict):
             raise TaskFileError(f"{display}: {where}: expected a JSON object, found "
                                 f"{type(value).__name__}")
-        yield Record(where, None, value)
+        yield Record(where, value)
 
 
 def csv_rows(path: Path, display: str, delimiter: str) -> Iterator[tuple[int, list[str]]]:
@@ -136,7 +135,7 @@ def _table_rows(path: Path, display: str, delimiter: str,
         if len(row) != len(columns):
             raise TaskFileError(f"{display}: line {line}: expected {len(columns)} columns "
                                 f"({', '.join(columns)}), found {len(row)}")
-        yield Record(f"line {line}", line, dict(zip(columns, row, strict=True)))
+        yield Record(f"line {line}", dict(zip(columns, row, strict=True)))
 
 
 def _parquet_rows(path: Path, display: str) -> Iterator[Record]:
@@ -145,7 +144,7 @@ def _parquet_rows(path: Path, display: str) -> Iterator[Record]:
         row = 0
         for batch in parquet.iter_batches(batch_size=4096):
             for value in batch.to_pylist():
-                yield Record(f"row {row}", None, value)
+                yield Record(f"row {row}", value)
                 row += 1
     except (pa.ArrowInvalid, OSError) as err:
         raise TaskFileError(f"{display}: not a readable Parquet file ({err})") from None
@@ -168,7 +167,7 @@ def _xml_records(text: str, display: str) -> Iterator[Record]:
             value.setdefault("text", text)
         content: Any = value or text
         if len(stack) == 1:
-            records.append(Record(f"line {line}", line, value or {"text": content}))
+            records.append(Record(f"line {line}", value or {"text": text}))
         elif stack:
             parent = stack[-1][1]
             if tag in parent:
@@ -196,7 +195,7 @@ def _xml_records(text: str, display: str) -> Iterator[Record]:
 def _text_lines(text: str) -> Iterator[Record]:
     for number, line in enumerate(text.split("\n"), 1):
         if line.strip():
-            yield Record(f"line {number}", number, {"text": line})
+            yield Record(f"line {number}", {"text": line})
 
 
 def read_records(path: Path, display: str, fmt: str, records: str | None = None,
