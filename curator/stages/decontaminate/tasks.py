@@ -46,6 +46,7 @@ class Layout:
     texts: Texts | None = None
 
     def fits(self, fmt: str) -> bool:
+        """Whether files of format ``fmt`` may be shipped in this layout."""
         if self.records is not None:
             return fmt == "json"
         return self.columns is None or fmt in ("csv", "tsv")
@@ -184,7 +185,10 @@ def _item(layout: Layout, record: Record, display: str, label: str) -> Item:
     return Item(item_id, [t for t in texts if t.strip()], [a for a in answers if a.strip()])
 
 
-def _candidates(task: Task, local: Path, display: str) -> Iterator[tuple[Layout, Iterator[Record]]]:
+def _candidates(task: Task, local: Path,
+                display: str) -> Iterator[tuple[Layout, Iterator[Record]]]:
+    """Each of the task's layouts that suits the file's format (a headerless CSV layout only
+    when the first row is not a header and has its column count), with its records."""
     fmt = file_format(display)
     header = None
     if fmt in ("csv", "tsv"):
