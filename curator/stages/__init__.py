@@ -11,6 +11,7 @@ BUILTIN: dict[str, str] = {
     "sample": "curator.stages.sample",
     "exact_dedup": "curator.stages.dedup.exact",
     "fuzzy_dedup": "curator.stages.dedup.fuzzy",
+    "decontaminate": "curator.stages.decontaminate",
     "tokenize": "curator.stages.tokenize",
     "pack": "curator.stages.pack",
 }
