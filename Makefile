@@ -37,6 +37,7 @@ bench: install-dev
 	$(PY) benchmarks/bench_fuzzy.py datatrove --mb 64 | tee benchmarks/results_fuzzy_cpu.txt
 	$(PY) benchmarks/bench_tokenize.py --mb 8
 	$(PY) benchmarks/kill_resume.py --tries 20
+	$(PY) benchmarks/bench_decontaminate.py
 
 lint: install-dev
 	$(VENV)/bin/ruff check curator tests benchmarks

@@ -34,6 +34,7 @@ _EXPORTS = {
     "FuzzyDedup": "curator.stages.dedup.fuzzy",
     "Tokenize": "curator.stages.tokenize",
     "Pack": "curator.stages.pack",
+    "Decontaminate": "curator.stages.decontaminate",
 }
 
 __all__ = sorted(_EXPORTS)
