@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 
 import pyarrow as pa
 
@@ -25,7 +26,7 @@ def test_page_cuts_do_not_follow_the_chunking(tmp_path):
     whole = _write(tmp_path / "whole.parquet", [rows])
     for cuts in ([700, 2300, 4100], [333], [1024, 2048, 4999]):
         bounds = [0, *cuts, rows.num_rows]
-        pieces = [rows.slice(a, b - a).combine_chunks() for a, b in zip(bounds, bounds[1:])]
+        pieces = [rows.slice(a, b - a).combine_chunks() for a, b in pairwise(bounds)]
         assert _write(tmp_path / "cut.parquet", pieces) == whole, cuts
         # the same pieces handed over as one chunked table
         assert _write(tmp_path / "chunked.parquet", [pa.concat_tables(pieces)]) == whole, cuts
