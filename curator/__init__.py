@@ -30,6 +30,7 @@ _EXPORTS = {
     "WriteParquet": "curator.stages.writers",
     "LengthFilter": "curator.stages.filters.length",
     "LangId": "curator.stages.langid",
+    "Clean": "curator.stages.clean",
     "Sample": "curator.stages.sample",
     "ExactDedup": "curator.stages.dedup.exact",
     "FuzzyDedup": "curator.stages.dedup.fuzzy",

@@ -9,6 +9,7 @@ BUILTIN: dict[str, str] = {
     "write_parquet": "curator.stages.writers",
     "length_filter": "curator.stages.filters.length",
     "langid": "curator.stages.langid",
+    "clean": "curator.stages.clean",
     "sample": "curator.stages.sample",
     "exact_dedup": "curator.stages.dedup.exact",
     "fuzzy_dedup": "curator.stages.dedup.fuzzy",

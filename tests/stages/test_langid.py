@@ -16,7 +16,7 @@ from curator import LangId, Pipeline, ReadJsonl, WriteParquet
 from curator.stages.langid import normalise_label
 from tests.conftest import assert_accounting
 
-DATA = Path(__file__).parent / "data" / "langid" / "sentences.jsonl"
+DATA = Path(__file__).parents[1] / "data" / "langid" / "sentences.jsonl"
 
 
 @pytest.fixture(scope="module")
