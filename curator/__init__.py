@@ -31,6 +31,7 @@ _EXPORTS = {
     "LengthFilter": "curator.stages.filters.length",
     "LangId": "curator.stages.langid",
     "Clean": "curator.stages.clean",
+    "Pii": "curator.stages.pii",
     "Sample": "curator.stages.sample",
     "ExactDedup": "curator.stages.dedup.exact",
     "FuzzyDedup": "curator.stages.dedup.fuzzy",

@@ -10,6 +10,7 @@ BUILTIN: dict[str, str] = {
     "length_filter": "curator.stages.filters.length",
     "langid": "curator.stages.langid",
     "clean": "curator.stages.clean",
+    "pii": "curator.stages.pii",
     "sample": "curator.stages.sample",
     "exact_dedup": "curator.stages.dedup.exact",
     "fuzzy_dedup": "curator.stages.dedup.fuzzy",
