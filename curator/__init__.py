@@ -32,6 +32,7 @@ _EXPORTS = {
     "LangId": "curator.stages.langid",
     "Clean": "curator.stages.clean",
     "Pii": "curator.stages.pii",
+    "UrlFilter": "curator.stages.filters.url",
     "Sample": "curator.stages.sample",
     "ExactDedup": "curator.stages.dedup.exact",
     "FuzzyDedup": "curator.stages.dedup.fuzzy",

@@ -11,6 +11,7 @@ BUILTIN: dict[str, str] = {
     "langid": "curator.stages.langid",
     "clean": "curator.stages.clean",
     "pii": "curator.stages.pii",
+    "url_filter": "curator.stages.filters.url",
     "sample": "curator.stages.sample",
     "exact_dedup": "curator.stages.dedup.exact",
     "fuzzy_dedup": "curator.stages.dedup.fuzzy",
