@@ -5,8 +5,11 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -75,8 +78,14 @@ def bundled_model() -> Path:
     return path
 
 
-def check_model_file(path: str | Path) -> Path:
-    """The path, if it is a readable fastText model; else a one-line ValueError."""
+#: Seconds a trial load of a configured model may take (a truncated model makes fastText spin).
+PROBE_SECONDS = 300.0
+_PROBED: set[tuple[str, int, int]] = set()
+
+
+def check_model_file(path: str | Path, load: bool = True) -> Path:
+    """The path, if it is a fastText model that loads; else a one-line ValueError. The trial load
+    runs once per file version in a child process, so a corrupt file cannot hang the caller."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise ValueError(f"fastText model {str(path)!r} does not exist")
@@ -84,6 +93,22 @@ def check_model_file(path: str | Path) -> Path:
         head = f.read(4)
     if len(head) < 4 or struct.unpack("<i", head)[0] != _FASTTEXT_MAGIC:
         raise ValueError(f"{str(path)!r} is not a fastText model (.bin or .ftz)")
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if not load or key in _PROBED or importlib.util.find_spec("fasttext") is None:
+        return path
+    code = "import sys, fasttext; fasttext.load_model(sys.argv[1])"
+    try:
+        done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                              text=True, timeout=PROBE_SECONDS, env={**os.environ,
+                                                                     "OMP_NUM_THREADS": "1"})
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"{str(path)!r} did not load within {PROBE_SECONDS:g} s: a truncated "
+                         "or corrupt fastText model?") from None
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise ValueError(f"{str(path)!r} is not a loadable fastText model: {why}")
+    _PROBED.add(key)
     return path
 
 
@@ -151,7 +176,8 @@ class LangId(Filter):
     def setup(self) -> None:
         import fasttext
 
-        path = check_model_file(self.model) if self.model else bundled_model()
+        # the configuration checked (and trial-loaded) the file when it was read
+        path = check_model_file(self.model, load=False) if self.model else bundled_model()
         try:
             self._model = fasttext.load_model(str(path))
         except ValueError as err:

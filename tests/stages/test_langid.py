@@ -106,6 +106,17 @@ def test_a_file_that_is_not_a_model(tmp_path):
         LangId(model=str(tmp_path / "missing.ftz"))
 
 
+def test_a_truncated_model_is_refused_without_hanging(tmp_path, monkeypatch):
+    from curator.stages import langid
+    from curator.stages.langid import bundled_model
+
+    cut = tmp_path / "cut.ftz"
+    cut.write_bytes(bundled_model().read_bytes()[:5000])
+    monkeypatch.setattr(langid, "PROBE_SECONDS", 5.0)
+    with pytest.raises(ValueError, match=r"truncated or corrupt|not a loadable"):
+        LangId(model=str(cut))
+
+
 def test_a_model_path_works(tmp_path, sentences):
     from curator.stages.langid import bundled_model
 
@@ -127,3 +138,18 @@ def test_pipeline_run(tmp_path, sentences):
     entry = next(s for s in stats["stages"] if s["type"] == "langid")
     assert entry["kept"] >= 190 and entry["removed_by_reason"]["lang_not_wanted"] >= 900
     assert sum(entry["histograms"]["lang_score"]["counts"]) == len(sentences)
+
+
+def test_a_bad_model_in_yaml_is_one_line(tmp_path):
+    from curator.config import ConfigError, load_pipeline
+
+    bad = tmp_path / "lid.bin"
+    bad.write_bytes(b"\x00" * 64)
+    config = tmp_path / "p.yaml"
+    config.write_text(f"output: {tmp_path}/run\nstages:\n"
+                      f"  - {{type: read_jsonl, path: {tmp_path}/in.jsonl}}\n"
+                      f"  - {{type: langid, model: {bad}}}\n")
+    with pytest.raises(ConfigError) as err:
+        load_pipeline(config)
+    assert "p.yaml:4" in str(err.value) and "is not a fastText model" in str(err.value)
+    assert "\n" not in str(err.value)
