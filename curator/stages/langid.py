@@ -187,7 +187,9 @@ class LangId(Filter):
         """(language or None, score) per text."""
         if self._model is None:
             self.setup()
-        predict = self._model.f.predict  # one line, (probability, label) pairs with scores
+        # fasttext-predict's list call (multilinePredict) returns labels without probabilities,
+        # so each window is one native call; the per-call cost is a few microseconds.
+        predict = self._model.f.predict
         langs: list[str | None] = []
         scores = np.zeros(len(texts))
         for i, text in enumerate(texts):
