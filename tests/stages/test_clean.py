@@ -99,7 +99,8 @@ def test_boilerplate_is_configurable_and_precise():
         Clean(boilerplate=["(unclosed"])
 
 
-def test_notes_join_and_reach_stats(tmp_path, docs):
+@pytest.mark.parametrize("timeout_s", [None, 60.0])  # 60: through the sandbox process
+def test_notes_join_and_reach_stats(tmp_path, docs, timeout_s):
     a = BatchResult(kept=pa.table({"x": [1]}), notes={"k": 2})
     b = BatchResult(kept=pa.table({"x": [2]}), notes={"k": 3, "j": 1})
     assert join_results([a, b], pa.table({"x": pa.array([], pa.int64())})).notes == \
@@ -111,7 +112,7 @@ def test_notes_join_and_reach_stats(tmp_path, docs):
         for i, text in enumerate(planted):
             f.write(json.dumps({"id": str(i), "text": text}, ensure_ascii=False) + "\n")
     run = tmp_path / "run"
-    Pipeline([ReadJsonl(path=f"{src}/*.jsonl"), Clean(), WriteParquet()],
+    Pipeline([ReadJsonl(path=f"{src}/*.jsonl"), Clean(timeout_s=timeout_s), WriteParquet()],
              output=str(run)).run(executor="local", progress=False)
     stats = assert_accounting(run)
     entry = next(s for s in stats["stages"] if s["type"] == "clean")
