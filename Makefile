@@ -36,6 +36,7 @@ bench: install-dev
 	$(PY) benchmarks/dedup_quality.py | tee benchmarks/results_quality.txt
 	$(PY) benchmarks/bench_fuzzy.py datatrove --mb 64 | tee benchmarks/results_fuzzy_cpu.txt
 	$(PY) benchmarks/bench_tokenize.py --mb 8
+	$(PY) benchmarks/bench_langid.py
 	$(PY) benchmarks/kill_resume.py --tries 20
 	$(PY) benchmarks/bench_decontaminate.py
 

@@ -54,6 +54,7 @@ class BatchResult:
     payload: Any = None  # what a sink's ``process`` computed for the kept rows (tokens)
     rule_failures: dict[str, int] = field(default_factory=dict)  # a filter's rules, each counted
     scores: dict[str, pa.Array] = field(default_factory=dict)  # a filter's scores, every row
+    notes: dict[str, int] = field(default_factory=dict)  # changes counted (stats.json: notes)
 
     @property
     def n_removed(self) -> int:
@@ -119,8 +120,11 @@ def join_results(results: list[BatchResult], empty: pa.Table,
     scores = {k: pa.concat_arrays([r.scores[k] for r in results if k in r.scores])
               for k in sorted(names)}
     payloads = [r.payload for r in results if r.payload is not None]
+    notes: Counter = Counter()
+    for r in results:
+        notes.update(r.notes)
     return BatchResult(kept=concat(kept) if kept else empty,
                        removed=concat(removed) if removed else None,
                        failed=[f for r in results for f in r.failed],
                        payload=join_payloads(payloads) if join_payloads and payloads else None,
-                       rule_failures=rules, scores=scores)
+                       rule_failures=rules, scores=scores, notes=dict(notes))

@@ -221,6 +221,7 @@ def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
     budget.record(table.num_rows, result.failed)
     count.kept += result.kept.num_rows
     count.rules.update(result.rule_failures)
+    count.notes.update(result.notes)
     if isinstance(stage, Filter):
         for score, values in result.scores.items():
             count.add_histogram(score, stage.score_bins[score],
