@@ -29,6 +29,7 @@ _EXPORTS = {
     "ReadParquet": "curator.stages.readers",
     "WriteParquet": "curator.stages.writers",
     "LengthFilter": "curator.stages.filters.length",
+    "HeuristicFilter": "curator.stages.filters.heuristic",
     "Sample": "curator.stages.sample",
     "ExactDedup": "curator.stages.dedup.exact",
     "FuzzyDedup": "curator.stages.dedup.fuzzy",

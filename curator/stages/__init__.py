@@ -8,6 +8,7 @@ BUILTIN: dict[str, str] = {
     "read_parquet": "curator.stages.readers",
     "write_parquet": "curator.stages.writers",
     "length_filter": "curator.stages.filters.length",
+    "heuristic_filter": "curator.stages.filters.heuristic",
     "sample": "curator.stages.sample",
     "exact_dedup": "curator.stages.dedup.exact",
     "fuzzy_dedup": "curator.stages.dedup.fuzzy",
