@@ -103,10 +103,14 @@ class HeuristicFilter(Filter):
         english = langs == "en"
         out: dict[str, pa.Array] = {
             "heuristic.blank": pa.array([not t.strip() for t in texts], pa.bool_())}
+        subsets: dict[str, tuple[np.ndarray, list[str]]] = {}  # one list per routing: shared
         for family in families:
             rows = served_ja if family.languages == "ja" else ~served_ja
-            index = np.flatnonzero(rows)
-            computed = family.compute([texts[i] for i in index], self.params(family))
+            if family.languages not in subsets:
+                index = np.flatnonzero(rows)
+                subsets[family.languages] = index, [texts[i] for i in index]
+            index, subset = subsets[family.languages]
+            computed = family.compute(subset, self.params(family))
             scope_rows = {"neutral": rows, "ja": rows, "words": rows & spaced,
                           "english": rows & spaced & english}
             for score, values in computed.items():

@@ -8,7 +8,7 @@ import numpy as np
 from curator.counts import ScoreBins
 from curator.stages.filters.heuristic.gopher_repetition import find_duplicates
 from curator.stages.filters.heuristic.rules import Family, Rule
-from curator.stages.filters.heuristic.text import TERMINAL_PUNCTUATION, TOKEN
+from curator.stages.filters.heuristic.text import TERMINAL_PUNCTUATION, tokenize_all
 
 SCORES = ("line_punct_ratio", "short_line_ratio", "char_dup_ratio", "newline_ratio")
 
@@ -17,6 +17,7 @@ def compute(texts: list[str], params: dict) -> dict[str, np.ndarray]:
     out = {name: np.full(len(texts), np.nan) for name in SCORES}
     short = int(params.get("short_line_length") or 30)
     stops = TERMINAL_PUNCTUATION
+    tokens = tokenize_all(texts)
     for i, text in enumerate(texts):
         lines = [line for line in text.split("\n") if line.strip() != ""]
         if not lines:
@@ -26,7 +27,7 @@ def compute(texts: list[str], params: dict) -> dict[str, np.ndarray]:
         out["short_line_ratio"][i] = sum(1 for line in lines if len(line) <= short) / n
         chars = len(text) - text.count("\n")
         out["char_dup_ratio"][i] = find_duplicates(lines)[1] / chars if chars else 0.0
-        words = len(TOKEN.findall(text))
+        words = len(tokens[i])
         out["newline_ratio"][i] = text.count("\n") / words if words else np.inf
     return out
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from curator.counts import ScoreBins
 from curator.stages.filters.heuristic.rules import Family, Rule
-from curator.stages.filters.heuristic.text import PUNCTUATION_SET, TOKEN
+from curator.stages.filters.heuristic.text import PUNCTUATION_SET, tokenize_all
 
 STOP_WORDS = frozenset(["the", "be", "to", "of", "and", "that", "have", "with"])
 SCORES = ("words", "avg_word_length", "hash_ratio", "ellipsis_ratio", "bullet_lines",
@@ -18,8 +18,7 @@ SCORES = ("words", "avg_word_length", "hash_ratio", "ellipsis_ratio", "bullet_li
 def compute(texts: list[str], params: dict) -> dict[str, np.ndarray]:
     out = {name: np.full(len(texts), np.nan) for name in SCORES}
     punct = PUNCTUATION_SET
-    for i, text in enumerate(texts):
-        words = TOKEN.findall(text)
+    for i, (text, words) in enumerate(zip(texts, tokenize_all(texts), strict=True)):
         n = len(words)
         lines = text.splitlines()
         if lines:
@@ -27,7 +26,7 @@ def compute(texts: list[str], params: dict) -> dict[str, np.ndarray]:
                 s.lstrip().startswith(("•", "-")) for s in lines) / len(lines)
             out["ellipsis_lines"][i] = sum(
                 s.rstrip().endswith(("...", "…")) for s in lines) / len(lines)
-        non_symbol = [w for w in words if not punct.issuperset(w)]
+        non_symbol = [w for w in words if w[0] not in punct or not punct.issuperset(w)]
         out["words"][i] = len(non_symbol)
         if non_symbol:
             out["avg_word_length"][i] = sum(map(len, non_symbol)) / len(non_symbol)
@@ -40,7 +39,12 @@ def compute(texts: list[str], params: dict) -> dict[str, np.ndarray]:
 
 
 def _alpha(words: list[str]) -> int:
-    return sum(1 for w in words if any(c.isalpha() for c in w))
+    """Words holding a letter (``str.isalpha`` of any character)."""
+    return sum(1 for w in words if w.isalpha() or (not w.isdigit() and _has_alpha(w)))
+
+
+def _has_alpha(word: str) -> bool:
+    return any(c.isalpha() for c in word)
 
 
 FAMILY = Family(

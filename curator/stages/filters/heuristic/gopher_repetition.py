@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import cache
 
 import numpy as np
 
 from curator.counts import ScoreBins
 from curator.stages.filters.heuristic.rules import Family, Rule
-from curator.stages.filters.heuristic.text import TOKEN
+from curator.stages.filters.heuristic.text import tokenize_all
 
 PARAGRAPH = re.compile(r"\n{2,}")
 LINE = re.compile(r"\n+")
@@ -33,7 +34,7 @@ def find_duplicates(items: list[str]) -> tuple[int, int]:
     return elements, chars
 
 
-def _top_ngram(words: list[str], lengths: list[int], n: int) -> int:
+def _top_ngram_py(words: list[str], lengths: list[int], n: int) -> int:
     if len(words) < n:
         return -1
     counts = Counter(zip(*(words[k:] for k in range(n)), strict=False))
@@ -41,7 +42,7 @@ def _top_ngram(words: list[str], lengths: list[int], n: int) -> int:
     return (sum(map(len, gram)) + n - 1) * count
 
 
-def _dup_ngram(words: list[str], n: int) -> int:
+def _dup_ngram_py(words: list[str], n: int) -> int:
     # datatrove's greedy scan: a repeated n-gram's characters count once, then skip past it
     seen: set[tuple[str, ...]] = set()
     repeated = idx = 0
@@ -57,12 +58,66 @@ def _dup_ngram(words: list[str], n: int) -> int:
     return repeated
 
 
+_MULT = np.random.default_rng(0x5EED).integers(1, 2**63, size=16, dtype=np.uint64) | np.uint64(1)
+
+
+def _hashes(ids: np.ndarray, n: int) -> np.ndarray:
+    """A 64-bit hash per word n-gram (position i covers words i..i+n-1)."""
+    m = len(ids) - n + 1
+    h = np.zeros(m, dtype=np.uint64)
+    for k in range(n):
+        h = h * _MULT[15] + ids[k:k + m] * _MULT[k]
+    return h
+
+
+def _top_ngram_np(ids: np.ndarray, cum: np.ndarray, n: int) -> int:
+    """Characters of the most frequent n-gram (joined with spaces) times its count; ties go to
+    the n-gram seen first, as Counter.most_common does."""
+    if len(ids) < n:
+        return -1
+    _, first, counts = np.unique(_hashes(ids, n), return_index=True, return_counts=True)
+    best = counts.max()
+    start = first[counts == best].min()
+    return int(cum[start + n] - cum[start] + n - 1) * int(best)
+
+
+@cache
+def _dup_kernel():
+    import numba
+
+    @numba.njit(cache=True, nogil=True)
+    def scan(h: np.ndarray, cum: np.ndarray, n: int) -> int:
+        seen = set()
+        seen.add(np.uint64(0))
+        seen.discard(np.uint64(0))
+        repeated = 0
+        idx = 0
+        last = len(h)
+        while idx < last:
+            if h[idx] in seen:
+                repeated += cum[idx + n] - cum[idx]
+                idx += n
+            else:
+                seen.add(h[idx])
+                idx += 1
+        return repeated
+
+    return scan
+
+
+def _dup_ngram_np(ids: np.ndarray, cum: np.ndarray, n: int) -> int:
+    if len(ids) < n:
+        return 0
+    return int(_dup_kernel()(_hashes(ids, n), cum, n))
+
+
 SCORES = ("dup_para_frac", "dup_para_char_frac", "dup_line_frac", "dup_line_char_frac",
           *(f"top_{n}_gram" for n in TOP), *(f"dup_{n}_gram" for n in DUP))
 
 
 def compute(texts: list[str], params: dict) -> dict[str, np.ndarray]:
     out = {name: np.full(len(texts), np.nan) for name in SCORES}
+    tokens = tokenize_all(texts)
     for i, text in enumerate(texts):
         if not text:
             continue
@@ -75,12 +130,17 @@ def compute(texts: list[str], params: dict) -> dict[str, np.ndarray]:
         dups, chars = find_duplicates(lines)
         out["dup_line_frac"][i] = dups / len(lines)
         out["dup_line_char_frac"][i] = chars / size
-        words = TOKEN.findall(text)
+        words = tokens[i]
+        vocab: dict[str, int] = {}
+        ids = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), np.uint64,
+                          len(words))
+        cum = np.zeros(len(words) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, words), np.int64, len(words)), out=cum[1:])
         for n in TOP:
-            top = _top_ngram(words, [], n)
+            top = _top_ngram_np(ids, cum, n)
             out[f"top_{n}_gram"][i] = top / size if top >= 0 else 0.0
         for n in DUP:
-            out[f"dup_{n}_gram"][i] = _dup_ngram(words, n) / size
+            out[f"dup_{n}_gram"][i] = _dup_ngram_np(ids, cum, n) / size
     return out
 
 

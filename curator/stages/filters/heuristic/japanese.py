@@ -225,7 +225,8 @@ SCRIPT_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff々〆]+|[\u3041-\u309f]+|[
 
 
 def fineweb2_ja(texts: list[str], params: dict) -> dict[str, np.ndarray]:
-    from curator.stages.filters.heuristic.gopher_repetition import _dup_ngram, _top_ngram
+    from curator.stages.filters.heuristic.gopher_repetition import _dup_ngram_py as _dup_ngram
+    from curator.stages.filters.heuristic.gopher_repetition import _top_ngram_py as _top_ngram
 
     out = {name: np.full(len(texts), np.nan) for name in FW2_SCORES}
     for i, text in enumerate(texts):

@@ -35,3 +35,13 @@ TOKEN = re.compile(
     rf"|(?i:{_CONTRACTION})"                      # 's 're n't ... split off (spaCy)
     rf"|{_REST}+(?=(?i:n['’]t)\b)"                # does|n't
     rf"|{_WORD}|\.\.\.|-{{2,}}|[{_P}]")
+
+_LAST: list = [None, None]  # (texts list, its tokens): the families of one batch share them
+
+
+def tokenize_all(texts: list[str]) -> list[list[str]]:
+    """Tokens of every text; computed once per list of texts (the space-delimited families of
+    one batch receive the same list)."""
+    if _LAST[0] is not texts:
+        _LAST[0], _LAST[1] = texts, [TOKEN.findall(t) for t in texts]
+    return _LAST[1]
