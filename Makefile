@@ -38,6 +38,7 @@ bench: install-dev
 	$(PY) benchmarks/bench_tokenize.py --mb 8
 	$(PY) benchmarks/kill_resume.py --tries 20
 	$(PY) benchmarks/bench_decontaminate.py
+	$(PY) benchmarks/bench_heuristics.py
 
 lint: install-dev
 	$(VENV)/bin/ruff check curator tests benchmarks
