@@ -24,7 +24,7 @@ TERMINAL_PUNCTUATION = tuple('!.?։؝؞؟۔܀܁܂߹࠷࠹࠽࠾।॥၊။።�
 _P = re.escape("".join(sorted(PUNCTUATION_SET - set(chr(c) for c in range(33)))))
 _ABBREVIATIONS = ("Mr|Mrs|Ms|Dr|St|Jr|Sr|Inc|Ltd|Co|Corp|vs|Mt|Gen|Gov|Sen|Rep|Rev|Prof|Jan|Feb"
                   "|Aug|Sept|Oct|Nov|Dec")
-_REST = rf"[^\s{_P}]"
+_REST = rf"[^\s{_P}‘]"  # U+2018: not in the set; spaCy splits it off
 _CONTRACTION = r"['’](?:s|re|ve|ll|d|m)\b|n['’]t\b"
 _WORD = (rf"{_REST}+(?:[.@+&$]{_REST}+|[/:](?=\d){_REST}+|(?<=\d),(?=\d){_REST}+"
          rf"|['’](?!(?:s|re|ve|ll|d|m)\b){_REST}+)*")
@@ -34,7 +34,7 @@ TOKEN = re.compile(
     rf"|\b(?:[A-Z]|{_ABBREVIATIONS})\.(?=\s)"     # A. St. Mr. (spaCy's exceptions)
     rf"|(?i:{_CONTRACTION})"                      # 's 're n't ... split off (spaCy)
     rf"|{_REST}+(?=(?i:n['’]t)\b)"                # does|n't
-    rf"|{_WORD}|\.\.\.|-{{2,}}|[{_P}]")
+    rf"|{_WORD}|\.\.\.|-{{2,}}|[{_P}‘]")
 
 _LAST: list = [None, None]  # (texts list, its tokens): the families of one batch share them
 
