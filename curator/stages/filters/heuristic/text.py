@@ -14,6 +14,7 @@ spaCy differs on some abbreviations, emoticons and CJK text; the parity benchmar
 from __future__ import annotations
 
 import re
+import threading
 
 #: datatrove ``PUNCTUATION``: a word made only of these is a "symbol word".
 PUNCTUATION = '!/—”:％１〈&(、━\\【#%「」，】；+^]~“《„\';’{|∶´[=-`*．（–？！：$～«〉,><》)?）。…@_."}►»\x00\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\r\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f\x7f\x80\x81\x82\x83\x84\x85\x86\x87\x88\x89\x8a\x8b\x8c\x8d\x8e\x8f\x90\x91\x92\x93\x94\x95\x96\x97\x98\x99\x9a\x9b\x9c\x9d\x9e\x9f'
@@ -36,12 +37,12 @@ TOKEN = re.compile(
     rf"|{_REST}+(?=(?i:n['’]t)\b)"                # does|n't
     rf"|{_WORD}|\.\.\.|-{{2,}}|[{_P}‘]")
 
-_LAST: list = [None, None]  # (texts list, its tokens): the families of one batch share them
+_LAST = threading.local()  # (texts list, its tokens): the families of one batch share them
 
 
 def tokenize_all(texts: list[str]) -> list[list[str]]:
     """Tokens of every text; computed once per list of texts (the space-delimited families of
-    one batch receive the same list)."""
-    if _LAST[0] is not texts:
-        _LAST[0], _LAST[1] = texts, [TOKEN.findall(t) for t in texts]
-    return _LAST[1]
+    one batch receive the same list), per thread."""
+    if getattr(_LAST, "texts", None) is not texts:
+        _LAST.texts, _LAST.tokens = texts, [TOKEN.findall(t) for t in texts]
+    return _LAST.tokens
