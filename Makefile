@@ -39,6 +39,7 @@ bench: install-dev
 	$(PY) benchmarks/bench_langid.py
 	$(PY) benchmarks/kill_resume.py --tries 20
 	$(PY) benchmarks/bench_decontaminate.py
+	$(PY) benchmarks/bench_heuristics.py
 
 lint: install-dev
 	$(VENV)/bin/ruff check curator tests benchmarks

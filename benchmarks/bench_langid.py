@@ -3,7 +3,7 @@ languages, labels as the file names) and on UDHR (long, multi-line documents), a
 second per core: ``Pipeline([ReadJsonl, LangId, WriteParquet]).run(executor="local")`` (one
 process, one core for the stage). Writes ``benchmarks/results_langid.md``.
 
-    python benchmarks/bench_langid.py [--corpus /work/shared/corpus/lingua_langid] [--repeat 3]
+    python benchmarks/bench_langid.py [--corpus ../shared/corpus/lingua_langid] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def run(docs: list[dict], work: Path, name: str) -> tuple[list[str | None], floa
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--corpus", default="/work/shared/corpus/lingua_langid")
+    parser.add_argument("--corpus", default=str(Path(__file__).resolve().parents[2] / "shared"
+                                                   / "corpus" / "lingua_langid"))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results_langid.md"))
     args = parser.parse_args()

@@ -33,6 +33,7 @@ _EXPORTS = {
     "Clean": "curator.stages.clean",
     "Pii": "curator.stages.pii",
     "UrlFilter": "curator.stages.filters.url",
+    "HeuristicFilter": "curator.stages.filters.heuristic",
     "Sample": "curator.stages.sample",
     "ExactDedup": "curator.stages.dedup.exact",
     "FuzzyDedup": "curator.stages.dedup.fuzzy",

@@ -12,6 +12,7 @@ BUILTIN: dict[str, str] = {
     "clean": "curator.stages.clean",
     "pii": "curator.stages.pii",
     "url_filter": "curator.stages.filters.url",
+    "heuristic_filter": "curator.stages.filters.heuristic",
     "sample": "curator.stages.sample",
     "exact_dedup": "curator.stages.dedup.exact",
     "fuzzy_dedup": "curator.stages.dedup.fuzzy",
