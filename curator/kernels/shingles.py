@@ -91,7 +91,8 @@ def string_buffers(array: pa.Array | pa.ChunkedArray) -> StringBuffers:
 
 
 @nb.njit(inline="always", nogil=True)
-def _fmix64(x):
+def fmix64_scalar(x):
+    """MurmurHash3's 64-bit finaliser of one uint64 (numba, inlined)."""
     x ^= x >> _S33
     x *= FMIX_C1
     x ^= x >> _S33
@@ -182,10 +183,10 @@ def _char_shingles(cps, m, n, out):
     for _ in range(L - 1):
         top *= CHAR_BASE
     lu = np.uint64(L)
-    out[0] = _fmix64(h + lu)
+    out[0] = fmix64_scalar(h + lu)
     for k in range(1, m - L + 1):
         h = (h - np.uint64(cps[k - 1]) * top) * CHAR_BASE + np.uint64(cps[k + L - 1])
-        out[k] = _fmix64(h + lu)
+        out[k] = fmix64_scalar(h + lu)
     return m - L + 1
 
 
@@ -199,7 +200,7 @@ def _tokens(cps, m, out):
         c = cps[i]
         if _is_sep(c):
             if L:
-                out[t] = _fmix64(h + np.uint64(L))
+                out[t] = fmix64_scalar(h + np.uint64(L))
                 t += 1
                 h = np.uint64(0)
                 L = 0
@@ -207,7 +208,7 @@ def _tokens(cps, m, out):
             h = h * CHAR_BASE + np.uint64(_lower(c))
             L += 1
     if L:
-        out[t] = _fmix64(h + np.uint64(L))
+        out[t] = fmix64_scalar(h + np.uint64(L))
         t += 1
     return t
 
@@ -223,7 +224,7 @@ def _word_shingles(tok, t, n, out):
         h = np.uint64(0)
         for i in range(L):
             h = h * WORD_BASE + tok[k + i]
-        out[k] = _fmix64(h + lu)
+        out[k] = fmix64_scalar(h + lu)
     return t - L + 1
 
 

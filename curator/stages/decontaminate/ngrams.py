@@ -17,15 +17,13 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from curator.kernels.shingles import fmix64_scalar
 from curator.stages.decontaminate.normalise import IGNORABLE, LETTER, MARK, SEPARATOR
 
 WORD, CHAR, AUTO = 0, 1, 2
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
 FNV_PRIME = np.uint64(0x100000001B3)
 BASES = np.array([0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9], dtype=np.uint64)  # word, char
-_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
 _S21 = np.uint64(21)
 
 
@@ -39,16 +37,6 @@ def powers(n_max: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------ primitives
-@nb.njit(inline="always", nogil=True)
-def _fmix64(x):
-    x ^= x >> _S33
-    x *= _C1
-    x ^= x >> _S33
-    x *= _C2
-    x ^= x >> _S33
-    return x
-
-
 @nb.njit(inline="always", nogil=True)
 def _decode(data, i, end):
     """The code point starting at ``data[i]`` and the index after it (U+FFFD if invalid)."""
@@ -91,7 +79,7 @@ def _compose(keys, values, base, mark):
 
 @nb.njit(inline="always", nogil=True)
 def _char_hash(cp):
-    return _fmix64((FNV_OFFSET ^ np.uint64(cp)) * FNV_PRIME)
+    return fmix64_scalar((FNV_OFFSET ^ np.uint64(cp)) * FNV_PRIME)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -145,7 +133,7 @@ def _units(data, start, end, char_mode, mapping, exp_off, exp_pts, kinds, comp_k
                 continue
             if kind == SEPARATOR:
                 if in_word:
-                    out_hash[n] = _fmix64(h)
+                    out_hash[n] = fmix64_scalar(h)
                     n += 1
                     in_word = False
                 last = -1
@@ -176,7 +164,7 @@ def _units(data, start, end, char_mode, mapping, exp_off, exp_pts, kinds, comp_k
                 out_end[n] = ci + 1
             last = o
     if in_word:
-        out_hash[n] = _fmix64(h)
+        out_hash[n] = fmix64_scalar(h)
         n += 1
     return n
 
