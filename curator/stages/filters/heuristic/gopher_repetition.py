@@ -7,7 +7,6 @@ their own character n-gram rules)."""
 from __future__ import annotations
 
 import re
-from collections import Counter
 from functools import cache
 
 import numpy as np
@@ -34,30 +33,6 @@ def find_duplicates(items: list[str]) -> tuple[int, int]:
     return elements, chars
 
 
-def _top_ngram_py(words: list[str], lengths: list[int], n: int) -> int:
-    if len(words) < n:
-        return -1
-    counts = Counter(zip(*(words[k:] for k in range(n)), strict=False))
-    gram, count = counts.most_common(1)[0]
-    return (sum(map(len, gram)) + n - 1) * count
-
-
-def _dup_ngram_py(words: list[str], n: int) -> int:
-    # datatrove's greedy scan: a repeated n-gram's characters count once, then skip past it
-    seen: set[tuple[str, ...]] = set()
-    repeated = idx = 0
-    last = len(words) - n + 1
-    while idx < last:
-        gram = tuple(words[idx:idx + n])
-        if gram in seen:
-            repeated += sum(map(len, gram))
-            idx += n
-        else:
-            seen.add(gram)
-            idx += 1
-    return repeated
-
-
 _MULT = np.random.default_rng(0x5EED).integers(1, 2**63, size=16, dtype=np.uint64) | np.uint64(1)
 
 
@@ -70,7 +45,7 @@ def _hashes(ids: np.ndarray, n: int) -> np.ndarray:
     return h
 
 
-def _top_ngram_np(ids: np.ndarray, cum: np.ndarray, n: int) -> int:
+def top_ngram_chars(ids: np.ndarray, cum: np.ndarray, n: int) -> int:
     """Characters of the most frequent n-gram (joined with spaces) times its count; ties go to
     the n-gram seen first, as Counter.most_common does."""
     if len(ids) < n:
@@ -105,10 +80,21 @@ def _dup_kernel():
     return scan
 
 
-def _dup_ngram_np(ids: np.ndarray, cum: np.ndarray, n: int) -> int:
+def dup_ngram_chars(ids: np.ndarray, cum: np.ndarray, n: int) -> int:
+    """Characters of the repeated n-grams, by datatrove's greedy scan."""
     if len(ids) < n:
         return 0
     return int(_dup_kernel()(_hashes(ids, n), cum, n))
+
+
+def word_arrays(words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Word ids (in order of first appearance) and cumulative character counts: the input of
+    ``top_ngram_chars`` and ``dup_ngram_chars``."""
+    vocab: dict[str, int] = {}
+    ids = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), np.uint64, len(words))
+    cum = np.zeros(len(words) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, words), np.int64, len(words)), out=cum[1:])
+    return ids, cum
 
 
 SCORES = ("dup_para_frac", "dup_para_char_frac", "dup_line_frac", "dup_line_char_frac",
@@ -130,22 +116,17 @@ def compute(texts: list[str], params: dict) -> dict[str, np.ndarray]:
         dups, chars = find_duplicates(lines)
         out["dup_line_frac"][i] = dups / len(lines)
         out["dup_line_char_frac"][i] = chars / size
-        words = tokens[i]
-        vocab: dict[str, int] = {}
-        ids = np.fromiter((vocab.setdefault(w, len(vocab)) for w in words), np.uint64,
-                          len(words))
-        cum = np.zeros(len(words) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, words), np.int64, len(words)), out=cum[1:])
+        ids, cum = word_arrays(tokens[i])
         for n in TOP:
-            top = _top_ngram_np(ids, cum, n)
+            top = top_ngram_chars(ids, cum, n)
             out[f"top_{n}_gram"][i] = top / size if top >= 0 else 0.0
         for n in DUP:
-            out[f"dup_{n}_gram"][i] = _dup_ngram_np(ids, cum, n) / size
+            out[f"dup_{n}_gram"][i] = dup_ngram_chars(ids, cum, n) / size
     return out
 
 
-_TOP_DEFAULT = {2: 0.2, 3: 0.18, 4: 0.16}
-_DUP_DEFAULT = {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
+GOPHER_TOP = {2: 0.2, 3: 0.18, 4: 0.16}
+GOPHER_DUP = {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
 
 FAMILY = Family(
     name="gopher_repetition", languages="space",
@@ -157,8 +138,8 @@ FAMILY = Family(
         Rule("max_dup_para_char_frac", "dup_para_char_frac", "max", 0.2),
         Rule("max_dup_line_frac", "dup_line_frac", "max", 0.3),
         Rule("max_dup_line_char_frac", "dup_line_char_frac", "max", 0.2),
-        *(Rule(f"max_top_{n}_gram", f"top_{n}_gram", "max", t) for n, t in _TOP_DEFAULT.items()),
-        *(Rule(f"max_dup_{n}_gram", f"dup_{n}_gram", "max", t) for n, t in _DUP_DEFAULT.items()),
+        *(Rule(f"max_top_{n}_gram", f"top_{n}_gram", "max", t) for n, t in GOPHER_TOP.items()),
+        *(Rule(f"max_dup_{n}_gram", f"dup_{n}_gram", "max", t) for n, t in GOPHER_DUP.items()),
     ),
     compute=compute,
 )

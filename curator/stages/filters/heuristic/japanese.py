@@ -32,7 +32,14 @@ from pathlib import Path
 import numpy as np
 
 from curator.counts import ScoreBins
-from curator.stages.filters.heuristic.gopher_repetition import find_duplicates
+from curator.stages.filters.heuristic.gopher_repetition import (
+    GOPHER_DUP,
+    GOPHER_TOP,
+    dup_ngram_chars,
+    find_duplicates,
+    top_ngram_chars,
+    word_arrays,
+)
 from curator.stages.filters.heuristic.rules import Family, Rule
 from curator.stages.filters.heuristic.text import TERMINAL_PUNCTUATION
 
@@ -124,8 +131,6 @@ def swallow(texts: list[str], params: dict) -> dict[str, np.ndarray]:
     return out
 
 
-_TOP = {2: 0.20, 3: 0.18, 4: 0.16}
-_DUP = {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
 SWALLOW = Family(
     name="swallow", languages="ja",
     source="swallow-llm/swallow-corpus quality.py apply_v1 + ngword.py (MIT)",
@@ -151,8 +156,8 @@ SWALLOW = Family(
         Rule("max_dup_sentence_fraction", "dup_sentence_fraction", "max", 0.3),
         Rule("max_dup_paragraph_char_fraction", "dup_paragraph_char_fraction", "max", 0.2),
         Rule("max_dup_sentence_char_fraction", "dup_sentence_char_fraction", "max", 0.2),
-        *(Rule(f"max_top_{n}gram", f"top_{n}gram", "max", t) for n, t in _TOP.items()),
-        *(Rule(f"max_dup_{n}gram", f"dup_{n}gram", "max", t) for n, t in _DUP.items()),
+        *(Rule(f"max_top_{n}gram", f"top_{n}gram", "max", t) for n, t in GOPHER_TOP.items()),
+        *(Rule(f"max_dup_{n}gram", f"dup_{n}gram", "max", t) for n, t in GOPHER_DUP.items()),
         Rule("max_ng_fraction", "ng_fraction", "ge", 0.05, "NG chars / Japanese chars"),
     ),
     compute=swallow,
@@ -225,9 +230,6 @@ SCRIPT_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff々〆]+|[\u3041-\u309f]+|[
 
 
 def fineweb2_ja(texts: list[str], params: dict) -> dict[str, np.ndarray]:
-    from curator.stages.filters.heuristic.gopher_repetition import _dup_ngram_py as _dup_ngram
-    from curator.stages.filters.heuristic.gopher_repetition import _top_ngram_py as _top_ngram
-
     out = {name: np.full(len(texts), np.nan) for name in FW2_SCORES}
     for i, text in enumerate(texts):
         if not text:
@@ -238,12 +240,12 @@ def fineweb2_ja(texts: list[str], params: dict) -> dict[str, np.ndarray]:
         if nonblank:
             out["line_punct_ratio"][i] = sum(
                 1 for s in nonblank if s.endswith(TERMINAL_PUNCTUATION)) / len(nonblank)
-        words = SCRIPT_RUN.findall(text)
+        ids, cum = word_arrays(SCRIPT_RUN.findall(text))
         for n in (2, 3, 4):
-            top = _top_ngram(words, [], n)
+            top = top_ngram_chars(ids, cum, n)
             out[f"top_{n}gram"][i] = top / len(text) if top >= 0 else 0.0
         for n in range(5, 11):
-            out[f"dup_{n}gram"][i] = _dup_ngram(words, n) / len(text)
+            out[f"dup_{n}gram"][i] = dup_ngram_chars(ids, cum, n) / len(text)
     return out
 
 
