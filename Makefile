@@ -19,6 +19,16 @@ $(VENV)/.dev: $(VENV)/.core
 	$(PIP) -e '.[dev,tokenize,bench]'
 	touch $@
 
+# NeMo Curator 1.4 for the side-by-side benchmark, in its own venv (its pins differ from ours);
+# CPU torch first, and fasttext named since the text_cpu extra's source build can be skipped.
+NEMO_VENV ?= .venv-nemo
+$(NEMO_VENV)/.done:
+	python3 -m venv $(NEMO_VENV)
+	$(NEMO_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(NEMO_VENV)/bin/python -m pip install -q 'nemo-curator[text_cpu]==1.4.0' torch==2.13.0 pybind11
+	$(NEMO_VENV)/bin/python -m pip install -q fasttext==0.9.3
+	touch $@
+
 install: $(VENV)/.core
 install-dev: $(VENV)/.dev
 
@@ -30,7 +40,7 @@ test: install-dev
 	$(VENV)/bin/pytest -q
 
 # Each benchmark writes its figures to a file under benchmarks/ (GPU ones: see results_dedup.md).
-bench: install-dev
+bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_io.py
 	$(PY) benchmarks/bench_minhash.py | tee benchmarks/results_minhash.txt
 	$(PY) benchmarks/dedup_quality.py | tee benchmarks/results_quality.txt
@@ -40,6 +50,7 @@ bench: install-dev
 	$(PY) benchmarks/kill_resume.py --tries 20
 	$(PY) benchmarks/bench_decontaminate.py
 	$(PY) benchmarks/bench_heuristics.py
+	$(PY) benchmarks/bench_nemo.py
 
 lint: install-dev
 	$(VENV)/bin/ruff check curator tests benchmarks

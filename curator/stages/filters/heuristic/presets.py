@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from curator.stages.filters.heuristic import c4, fineweb, gopher_quality, gopher_repetition
+from curator.stages.filters.heuristic import c4, fineweb, gopher_quality, gopher_repetition, nemo
 from curator.stages.filters.heuristic.japanese import FINEWEB2_JA, HOJICHAR, SWALLOW
 from curator.stages.filters.heuristic.rules import Family
 
 PRESETS: dict[str, Family] = {f.name: f for f in (
-    gopher_quality.FAMILY, gopher_repetition.FAMILY, c4.FAMILY, fineweb.FAMILY,
+    gopher_quality.FAMILY, gopher_repetition.FAMILY, c4.FAMILY, fineweb.FAMILY, nemo.FAMILY,
     SWALLOW, HOJICHAR, FINEWEB2_JA)}
 
 #: Languages written without spaces between words: word rules never run on them.
