@@ -1,12 +1,11 @@
 """``heuristic_filter``: published rule sets (Gopher quality and repetition, C4, FineWeb, NeMo
-Curator's English set, and for
-Japanese Swallow, HojiChar and FineWeb-2 ``jpn_Jpan``) as named scores plus thresholds, chosen by
-preset, overridable one by one, routed by document language.
+Curator's English set, and for Japanese Swallow, HojiChar and FineWeb-2 ``jpn_Jpan``) as named
+scores plus thresholds, chosen by preset, overridable one by one, routed by document language.
 
 One module per rule family (``gopher_quality``, ``gopher_repetition``, ``c4``, ``fineweb``,
-``nemo``, ``japanese``); ``presets`` maps names to families. Each family computes its scores over the
-batch's texts in one pass (regexes and ``str`` methods in C, one Python loop per document for
-what needs sets and counters); the rules then threshold whole score columns with Arrow.
+``nemo``, ``japanese``); ``presets`` maps names to families. Each family computes its scores
+over the batch's texts in one pass (regexes and ``str`` methods in C, one Python loop per
+document for what needs sets and counters); the rules then threshold whole score columns with Arrow.
 
 Language routing (the ``lang`` column, or ``default_lang`` where it is absent or null): the
 Japanese presets run on ``ja`` documents; every other document gets the space-delimited presets,

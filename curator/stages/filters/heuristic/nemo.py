@@ -195,8 +195,8 @@ FAMILY = Family(
                 "boilerplate_string_ratio", "repeated_lines", "repeated_paragraphs",
                 "repeated_lines_char", "repeated_paragraphs_char", "ellipsis", "bullet_ratio")},
             **{s: "words" for s in (
-                "symbol_to_word", "word_count", "punctuation", "words_with_alphabets", "mean_word_length",
-                "max_word_length", *(f"repeating_top_{n}grams" for n in TOP),
+                "symbol_to_word", "word_count", "punctuation", "words_with_alphabets",
+                "mean_word_length", "max_word_length", *(f"repeating_top_{n}grams" for n in TOP),
                 *(f"repeating_dup_{n}gram" for n in DUP))},
             "non_alpha_numeric": "english", "common_english_words": "english"},
     bins={**{s: ScoreBins(0, 1, 20) for s in SCORES},
