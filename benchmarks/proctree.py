@@ -20,6 +20,8 @@ class Measured:
     peak_rss_mb: float
     output: str
     returncode: int
+    peak_process_mb: float = 0.0  # the largest single process
+    peaks: dict[str, float] | None = None  # peak MB per process, named by its command line
 
 
 def measure(cmd: list[str], interval: float = 0.05, env: dict | None = None) -> Measured:
@@ -30,6 +32,8 @@ def measure(cmd: list[str], interval: float = 0.05, env: dict | None = None) -> 
     cpu: dict[int, float] = {}
     seen: dict[int, psutil.Process] = {}
     peak = 0.0
+    own: dict[int, float] = {}
+    names: dict[int, str] = {}
     chunks: list[str] = []
     reader = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
     reader.start()
@@ -43,7 +47,11 @@ def measure(cmd: list[str], interval: float = 0.05, env: dict | None = None) -> 
             try:
                 times = p.cpu_times()
                 cpu[p.pid] = times.user + times.system  # children counted as themselves
-                rss += p.memory_info().rss
+                mem = p.memory_info().rss
+                rss += mem
+                own[p.pid] = max(own.get(p.pid, 0), mem)
+                if p.pid not in seen:
+                    names[p.pid] = " ".join(p.cmdline()[:4])[-80:]
                 seen[p.pid] = p
             except psutil.Error:
                 continue
@@ -55,4 +63,6 @@ def measure(cmd: list[str], interval: float = 0.05, env: dict | None = None) -> 
         if p.pid != proc.pid and p.is_running():
             with contextlib.suppress(psutil.Error):
                 p.kill()
-    return Measured(seconds, sum(cpu.values()), peak / 2**20, "".join(chunks), proc.returncode)
+    return Measured(seconds, sum(cpu.values()), peak / 2**20, "".join(chunks), proc.returncode,
+                    max(own.values(), default=0) / 2**20,
+                    {f"{pid} {names.get(pid, '')}": mb / 2**20 for pid, mb in own.items()})

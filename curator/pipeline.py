@@ -44,6 +44,10 @@ class PipelineModel(BaseModel):
     rejected: Literal["ids", "documents"] = Field(
         "ids", description="What rejected/<stage>/ keeps of removed documents.")
     batch_bytes: int = Field(32 << 20, gt=0, description="Target size of a batch in bytes.")
+    part_bytes: int = Field(
+        256 << 20, gt=0, description="Text bytes per part handed to a dataset stage (dedup, "
+        "decontaminate): a large input file is cut into parts of this size, so that the memory "
+        "of a dataset stage's task does not grow with the input files.")
     max_failed_fraction: float = Field(
         0.1, ge=0, le=1, description="A stage that fails more of a shard's documents than this "
         "stops the run, naming itself (1: never).")
@@ -138,7 +142,7 @@ class PipelineModel(BaseModel):
         """Everything that decides the output (not the executor or batch size): every stage's
         type, code version and full parameters, defaults included."""
         return {"stages": [s.decisive() for s in self.stages], "on_error": self.on_error,
-                "rejected": self.rejected}
+                "rejected": self.rejected, "part_bytes": self.part_bytes}
 
     def fingerprint(self) -> str:
         blob = json.dumps(self.decisive(), sort_keys=True).encode()

@@ -4,11 +4,12 @@ depend on how the pipeline batched it; the parts of a dataset share one schema."
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curator.batch import ID, TEXT, Failure, Shard, SourceBatch
@@ -81,6 +82,7 @@ class ParquetPartWriter:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+            self.bytes = 0
             piece = self.path.with_suffix(f".{len(self.pieces)}.tmp")
             os.replace(self.path, piece)
             self.pieces.append(piece)
@@ -110,6 +112,56 @@ class ParquetPartWriter:
                       self.compression)
         for piece in self.pieces:
             piece.unlink()
+
+
+class RollingPartWriter:
+    """Rows to consecutive Parquet files (``path_for(0)``, ``path_for(1)``, ...), a new file once
+    one holds ``max_bytes`` of text: the cut falls after the row that reaches it, so which rows
+    land in which file depends on the rows alone, not on batching. Keeps the files a dataset
+    stage reads whole bounded, whatever the size of the input file they came from."""
+
+    def __init__(self, path_for: Callable[[int], Path], row_group_rows: int, compression: str,
+                 max_bytes: int) -> None:
+        self.path_for, self.row_group_rows = path_for, row_group_rows
+        self.compression, self.max_bytes = compression, max_bytes
+        self.files = 0
+        self.writer: ParquetPartWriter | None = None
+        self.bytes = 0
+
+    def _open(self) -> ParquetPartWriter:
+        if self.writer is None:
+            self.writer = ParquetPartWriter(self.path_for(self.files), self.row_group_rows,
+                                            self.compression)
+            self.files += 1
+            self.bytes = 0
+        return self.writer
+
+    def _close_file(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+            self.bytes = 0
+
+    def write(self, table: pa.Table, payload: object = None) -> list[Failure]:
+        while table.num_rows and TEXT in table.column_names:
+            sizes = pc.fill_null(pc.binary_length(table.column(TEXT)), 0)
+            total = np.cumsum(sizes.to_numpy(zero_copy_only=False)) + self.bytes
+            cut = int(np.searchsorted(total, self.max_bytes)) + 1  # rows up to the one reaching it
+            if cut > table.num_rows:
+                break
+            self._open().write(table.slice(0, cut))
+            self._close_file()
+            table = table.slice(cut)
+        if table.num_rows or self.writer is not None or self.files == 0:
+            self._open().write(table)
+            if table.num_rows and TEXT in table.column_names:
+                self.bytes += pc.sum(pc.binary_length(table.column(TEXT))).as_py() or 0
+        return []
+
+    def close(self) -> None:
+        if self.files == 0:
+            self._open()
+        self._close_file()
 
 
 #: Arrow checks whether a page is full after every ``write_batch_size`` rows of each chunk it is

@@ -99,8 +99,11 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
             extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
             unify_segment(run_dir, segment, keep)
             if keep:
-                shards = [Shard(i, str(run_dir.work_dir(segment.index) / f"{s.part}.parquet"),
-                                label=s.part, source=s.source) for i, s in enumerate(shards)]
+                folder = run_dir.work_dir(segment.index)
+                files = [(name, m["input"]["source"]) for m in manifests[segment.index]
+                         for name in m["intermediate"]]
+                shards = [Shard(i, str(folder / name), label=name.removesuffix(".parquet"),
+                                source=source) for i, (name, source) in enumerate(files)]
     stats = write_stats(run_dir, pipeline, manifests, extras,
                         {"seconds": round(time.time() - started, 3), "shards": len(inputs)})
     from curator.report.funnel import write_report
@@ -142,7 +145,7 @@ def _run_segment(ex: Any, segment: Segment, shards: list[Shard], run_dir: RunDir
     done = run_dir.completed(segment.index, fingerprint)
     tasks = [ShardTask(segment.index, _task_stages(segment, shard), shard, str(run_dir.root),
                        fingerprint, pipeline.on_error, pipeline.rejected, pipeline.batch_bytes,
-                       keep, pipeline.max_failed_fraction)
+                       keep, pipeline.max_failed_fraction, pipeline.part_bytes)
              for shard in shards if shard.part not in done]
     keys = {t.shard.part: t.key for t in tasks}
     reporter.attach(ex)

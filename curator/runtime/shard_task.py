@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -13,7 +14,7 @@ import pyarrow.compute as pc
 from curator.batch import ID, REASON, SOURCE, Failure
 from curator.commit import temporary_for
 from curator.counts import StageCount
-from curator.io.parquet import ParquetPartWriter, read_parquet_batches
+from curator.io.parquet import ParquetPartWriter, RollingPartWriter, read_parquet_batches
 from curator.io.records import ColumnMap
 from curator.runtime.budget import FailureBudget
 from curator.runtime.errors import CurationError
@@ -39,6 +40,7 @@ class ShardTask:
     batch_bytes: int
     keep_intermediate: bool  # write kept rows for a following dataset stage
     max_failed_fraction: float = 0.1
+    part_bytes: int = 256 << 20  # text per intermediate part (a new file past it)
     isolate: bool = False  # run every stage in a sandbox (its worker died on this shard)
 
     @property
@@ -148,10 +150,16 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
         name: stage.open(ShardContext(run_dir.root, name, task.shard, pending))
         for name, stage in batch_stages if isinstance(stage, Sink)}
     intermediate = None
+    parts: list[str] = []  # the intermediate files, in order
     if task.keep_intermediate:
-        final = run_dir.work_dir(task.segment) / f"{task.shard.part}.parquet"
-        intermediate = ParquetPartWriter(temporary_for(final, pending), INTERMEDIATE_ROW_GROUP,
-                                         "zstd")
+        folder = run_dir.work_dir(task.segment)
+
+        def part_path(k: int) -> Path:
+            parts.append(f"{task.shard.part}-{k:04d}.parquet")
+            return temporary_for(folder / parts[-1], pending)
+
+        intermediate = RollingPartWriter(part_path, INTERMEDIATE_ROW_GROUP, "zstd",
+                                         task.part_bytes)
     rows_out = 0
     progress = TaskProgress(task.key)
     started = time.perf_counter()
@@ -193,7 +201,7 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
                 "input": {"path": task.shard.path, "bytes": task.shard.size,
                           "source": task.shard.source},
                 "stages": [counts[name].to_dict() for name, _ in task.stages],
-                "rows_out": rows_out, "sinks": sinks}
+                "rows_out": rows_out, "sinks": sinks, "intermediate": parts}
     return run_dir.commit(pending, manifest, task.segment)
 
 

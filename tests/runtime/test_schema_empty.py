@@ -53,7 +53,7 @@ def test_exact_dedup_by_score_when_a_shard_is_emptied(inputs, tmp_path, dask_sch
               ExactDedup(score_field="score"), WriteParquet()], name="empty").run(
         output=run, scheduler=dask_scheduler, progress=False)
     assert_accounting(run)
-    emptied = pq.read_table(run / "_work" / "segment-00" / "part-00001.parquet")
+    emptied = pq.read_table(run / "_work" / "segment-00" / "part-00001-0000.parquet")
     assert emptied.num_rows == 0
     assert emptied.column_names == ["id", "text", "lang", "score", "source", "url"]
     kept = pq.read_table(run / "write_parquet")
