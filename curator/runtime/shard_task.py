@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -113,7 +114,7 @@ class _ShardOutputs:
 
 def _batches(task: ShardTask, source: Source | None):
     if source is not None:
-        yield from source.read(task.shard, task.batch_bytes)
+        yield from source.read_in_run(task.shard, task.batch_bytes, Path(task.run_dir))
     else:
         yield from read_parquet_batches(task.shard, task.batch_bytes, "input", ColumnMap())
 

@@ -1,0 +1,1 @@
+"""Sources that fetch raw data: Common Crawl, WARC files, Wikipedia dumps, arXiv."""
