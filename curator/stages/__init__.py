@@ -6,6 +6,7 @@ BUILTIN: dict[str, str] = {
     "read_jsonl": "curator.stages.readers",
     "write_jsonl": "curator.stages.writers",
     "read_parquet": "curator.stages.readers",
+    "common_crawl": "curator.stages.sources.common_crawl",
     "write_parquet": "curator.stages.writers",
     "length_filter": "curator.stages.filters.length",
     "langid": "curator.stages.langid",
