@@ -20,4 +20,6 @@ BUILTIN: dict[str, str] = {
     "decontaminate": "curator.stages.decontaminate",
     "tokenize": "curator.stages.tokenize",
     "pack": "curator.stages.pack",
+    "read_warc": "curator.stages.sources.warc",
+    "extract_html": "curator.stages.extract.html",
 }

@@ -1,1 +1,1 @@
-"""Sources that fetch raw data: Common Crawl, WARC files, Wikipedia dumps, arXiv."""
+"""Sources of raw web data (WARC files, crawls)."""
