@@ -5,6 +5,7 @@ request is logged (path, Range header, status, time) so tests can count retries 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -74,7 +75,7 @@ def _handler(server: FaultyServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args) -> None:
             pass
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             path = self.path.lstrip("/")
             fault = server.next_fault(path)
             range_ = self.headers.get("Range")
@@ -123,10 +124,8 @@ def _handler(server: FaultyServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(body[:half])
                 self.wfile.flush()
                 time.sleep(server.stall_s)
-                try:
+                with contextlib.suppress(OSError):  # the client gave up waiting
                     self.wfile.write(body[half:])
-                except OSError:
-                    pass
                 return
             self.wfile.write(body)
 

@@ -164,7 +164,7 @@ def _fetch_http(url: str, partial: Path, policy: RetryPolicy, result: Downloaded
         request.add_header("Range", f"bytes={offset}-")
     result.requests += 1
     try:
-        response = urllib.request.urlopen(request, timeout=policy.timeout_s)  # noqa: S310
+        response = urllib.request.urlopen(request, timeout=policy.timeout_s)
     except urllib.error.HTTPError as err:
         err.close()
         if err.code == 416 and offset:  # our partial copy is no prefix of the file: start over

@@ -119,7 +119,8 @@ class CommonCrawl(Source):
             yield SourceBatch(pa.table({}), [failure])
             return
         notes = Counter({"downloaded": 0 if got.cached else 1, "cached": int(got.cached),
-                         "download_requests": got.requests, "resumed_requests": got.resumed})
+                         "download_requests": got.requests, "resumed_requests": got.resumed,
+                         "served_damaged": int(got.damaged is not None)})
         first = True
         for batch in read_warc_batches(replace(shard, path=str(got.path)), batch_bytes, name):
             if first:
