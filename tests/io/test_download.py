@@ -136,3 +136,14 @@ def test_per_host_limit(served: Path, tmp_path: Path) -> None:
 
 def test_gzip_damage() -> None:
     assert gzip_damage(WARC) is None
+
+
+def test_other_schemes_go_through_fsspec_and_resume_by_seeking(tmp_path: Path) -> None:
+    dest = tmp_path / "cache" / "a.warc.gz"
+    dest.parent.mkdir()
+    data = WARC.read_bytes()
+    (dest.parent / f".{dest.name}.part").write_bytes(data[:1000])  # a transfer cut earlier
+    got = download(WARC.as_uri(), dest, FAST)
+    assert got.resumed == 1 and got.requests == 1 and dest.read_bytes() == data
+    with pytest.raises(DownloadError, match="not found"):
+        download((tmp_path / "nothing.gz").as_uri(), tmp_path / "n.gz", FAST)

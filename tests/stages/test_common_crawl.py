@@ -101,6 +101,8 @@ def test_misbehaving_server_retries_resumes_and_loses_nothing(tmp_path, dask_sch
         stats = assert_accounting(run)
         got = pq.read_table(run / "write_parquet").select(COLUMNS).sort_by("id")
         assert got.equals(expected)
+        assert set(pq.read_table(run / "write_parquet").column("source").to_pylist()) == {
+            "common_crawl"}
         cc = stats["stages"][0]
         assert cc["failed"] == len(local_failures) >= 1
         assert cc["in"] == cc["kept"] + cc["failed"] and cc["kept"] == expected.num_rows
