@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-FAULTS = ("reset", "503", "429", "slow", "pause", "ignore_range", "404", "short")
+FAULTS = ("reset", "503", "429", "slow", "pause", "ignore_range", "404", "short", "garble")
 
 
 @dataclass
@@ -102,6 +102,8 @@ def _handler(server: FaultyServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
             self.end_headers()
             half = len(body) // 2
+            if fault == "garble":  # the right length, wrong bytes in the middle
+                body = body[:half] + bytes(64) + body[half + 64:]
             if fault == "reset":
                 self.wfile.write(body[:half])
                 self.wfile.flush()

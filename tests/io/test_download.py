@@ -96,6 +96,16 @@ def test_truncated_gzip_served_whole_is_kept_as_served(served: Path, tmp_path: P
     assert got.path.read_bytes() == cut
 
 
+def test_garbled_transfer_is_caught_by_the_gzip_check_and_fetched_again(served: Path,
+                                                                        tmp_path: Path) -> None:
+    with FaultyServer(served, faults={NAME: ["garble"]}) as server:
+        got = fetch(server, tmp_path)
+        log = server.requests(NAME)
+    assert [r.status for r in log] == [200, 200] and got.damaged is None
+    assert got.errors[0].startswith("corrupt gzip data")
+    assert got.path.read_bytes() == WARC.read_bytes()
+
+
 def test_unrecoverable_file_fails_naming_the_url(served: Path, tmp_path: Path) -> None:
     with FaultyServer(served, always={NAME: "503"}) as server:
         with pytest.raises(DownloadError) as err:
