@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -67,6 +68,16 @@ def read_locally(root: Path, paths: list[str]) -> tuple[pa.Table, list]:
     return pa.concat_tables(tables).sort_by("id"), failed
 
 
+def whole_file(name: str, label: str) -> pa.Table:
+    """The documents of the corpus file ``name`` in file order, read from disk as ``label``."""
+    from curator.io.warc import read_warc_batches
+
+    tables = [b.table.select(COLUMNS) for b in
+              read_warc_batches(Shard(0, str(CORPUS / name), label=label), 1 << 20, "x")
+              if b.table.num_rows]
+    return pa.concat_tables(tables)
+
+
 def source(url: str, **options) -> CommonCrawl:
     return CommonCrawl(snapshots=[SNAPSHOT], base_url=url, base_delay_s=0.01, timeout_s=0.5,
                        **options)
@@ -110,6 +121,13 @@ def test_misbehaving_server_retries_resumes_and_loses_nothing(tmp_path, dask_sch
                   for line in f.read_text().splitlines()]
         assert {e["reason"] for e in errors} == {"truncated_gzip"}
         assert {e["file"] for e in errors} == {served["truncated"]}
+        # nothing else is lost: the cut file gives the whole file's records up to the cut,
+        # and the one it cuts is the failed one
+        whole = whole_file(FILES["truncated"], served["truncated"])
+        mine = got.filter(pc.equal(got.column("warc_file"), served["truncated"]))
+        k = mine.num_rows
+        assert k and mine.equals(whole.slice(0, k).sort_by("id"))
+        assert [e["id"] for e in errors] == [whole.column("id")[k].as_py()]
     notes = json.loads((run1 / "stats.json").read_text())["stages"][0]["notes"]
     assert notes["downloaded"] == 6 and notes["resumed_requests"] == 2
     assert notes["served_damaged"] == 1
@@ -164,6 +182,9 @@ def test_choice_of_files_is_deterministic(tmp_path):
     (root / f"crawl-data/{SNAPSHOT}").mkdir(parents=True)
     (root / f"crawl-data/{SNAPSHOT}/warc.paths.gz").write_bytes(
         gzip.compress("".join(p + "\n" for p in paths).encode()))
+    other = "CC-MAIN-2099-02"
+    (root / f"crawl-data/{other}").mkdir(parents=True)
+    (root / f"crawl-data/{other}/warc.paths.gz").write_bytes(gzip.compress(b"a\nb\nc\n"))
     with FaultyServer(root) as server:
         def labels(**options) -> list[str]:
             return [s.label for s in source(server.url, **options).shards()]
@@ -176,5 +197,8 @@ def test_choice_of_files_is_deterministic(tmp_path):
         assert len(sampled) == 5 and order == sorted(order)
         assert all(paths.index(p) >= 10 for p in labels(files="10:", sample=3, seed=1))
         assert all(s.path == server.url + s.label for s in source(server.url).shards())
+        two = CommonCrawl(snapshots=[SNAPSHOT, other], base_url=server.url, max_files=2)
+        assert [(s.index, s.label) for s in two.shards()] == [
+            (0, paths[0]), (1, paths[1]), (2, "a"), (3, "b")]  # max_files per snapshot
     with pytest.raises(ValueError, match="START:STOP"):
         CommonCrawl(snapshots=[SNAPSHOT], files="8")
