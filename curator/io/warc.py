@@ -5,7 +5,8 @@ a file at all (ARC files, odd framings) warcio reads it instead. Each record's b
 whole and checked against its ``Content-Length``: a short block (a clipped file, a truncated
 gzip member) fails with reason ``truncated_gzip`` / ``truncated_record``. A record whose header
 cannot be parsed (a wrong ``Content-Length`` upstream shifts the next header) fails with reason
-``bad_record``; reading then resumes at the next record start found after it.
+``bad_record`` (``corrupt_gzip`` where the gzip data is damaged), at the offset of the last good
+record; reading resumes at the next record start (``WARC/1.`` or a gzip member) after it.
 
 Documents: ``response`` records with a 2xx status and an HTML Content-Type (text/html,
 application/xhtml+xml). Other records are skipped and counted in notes (``skipped_<why>``).
@@ -89,11 +90,14 @@ class _RecordReader:
         offset = base + rec.stream_pos
         record_id = rec.headers.get("WARC-Record-ID")
         block = rec.reader.read()
-        if len(block) < rec.content_length:
+        short = None
+        if "Content-Length" not in rec.headers:
+            short = "the record header is cut short (no Content-Length)"
+        elif len(block) < rec.content_length:
+            short = f"the record block has {len(block)} of its {rec.content_length} bytes"
+        if short:
             reason = "truncated_gzip" if self.gzip else "truncated_record"
-            batch.failed.append(self.failure(
-                reason, f"record block has {len(block)} of its {rec.content_length} bytes",
-                offset, record_id, block[:EXCERPT]))
+            batch.failed.append(self.failure(reason, short, offset, record_id, block[:EXCERPT]))
             return
         rec.set_bytes_content(block)
         try:
@@ -160,11 +164,12 @@ def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterat
     gzip) in batches of about ``batch_bytes`` of text; see the module docstring."""
     reader = _RecordReader(shard, stage_name)
     batch = _Batch()
-    base, first = 0, True
+    base, first, resumed = 0, True, False
     while base is not None:
+        passed = 0
         try:
             for rec in _fastwarc_records(shard.path, base):
-                first = False
+                first, passed = False, passed + 1
                 reader.record(rec, base, batch)
                 if batch.size >= batch_bytes:
                     yield batch.take()
@@ -174,9 +179,11 @@ def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterat
             if first and bad.offset == 0:
                 yield from _warcio_fallback(reader, batch, batch_bytes, bad)
                 return
-            batch.failed.append(reader.failure("bad_record", str(bad), bad.offset))
+            if passed or not resumed:  # a damaged stretch is one failure, however long
+                reason = "corrupt_gzip" if "gzip" in str(bad).lower() else "bad_record"
+                batch.failed.append(reader.failure(reason, str(bad), bad.offset))
             base = _next_record_start(shard.path, bad.offset, reader.gzip)
-            first = False
+            first, resumed = False, True
     if batch.rows["id"] or batch.failed or batch.notes:
         yield batch.take()
 
@@ -194,8 +201,9 @@ def _fastwarc_records(path: str, base: int):
             except StopIteration:
                 return
             except OSError as err:
-                raise _Unparsable(last_end, f"unreadable WARC record at or after byte {last_end}: "
-                                  f"{err}; reading resumes at the next record start") from None
+                raise _Unparsable(last_end, f"unreadable WARC data after byte {last_end}: {err}; "
+                                  "the records there are lost, reading resumes at the next "
+                                  "record start") from None
             yield rec
             last_end = base + rec.stream_pos
 
