@@ -115,7 +115,8 @@ class _RecordReader:
             batch.notes["skipped_not_html"] += 1
         else:
             self.document(payload, rec.http_headers.get("Content-Type"), offset, record_id,
-                          rec.headers.get("WARC-Target-URI"), rec.headers.get("WARC-Date"),
+                          _target_uri(rec.headers.get("WARC-Target-URI")),
+                          rec.headers.get("WARC-Date"),
                           batch)
 
     def document(self, payload: bytes, content_type: str | None, offset: int,
@@ -147,6 +148,11 @@ class _RecordReader:
             batch.notes["charset_detected"] += 1
         batch.add({"id": record_id, "text": decoded.text, "date": date, "url": url,
                    "warc_file": self.shard.label, "warc_record_id": record_id})
+
+
+def _target_uri(value: str | None) -> str | None:
+    """The URI without the angle brackets some writers (wget) put around it."""
+    return value.strip().removeprefix("<").removesuffix(">") if value else value
 
 
 def _charset_of(content_type: str | None) -> str | None:
@@ -233,7 +239,7 @@ def _warcio_fallback(reader: _RecordReader, batch: _Batch, batch_bytes: int,
     offset = 0
     try:
         with open_binary(reader.shard.path) as raw:
-            records = WarcioIterator(raw, arc2warc=True)
+            records = WarcioIterator(raw)
             for rec in records:
                 _warcio_record(reader, rec, lambda: records.get_record_offset(), batch)
                 if batch.size >= batch_bytes:
@@ -245,8 +251,8 @@ def _warcio_fallback(reader: _RecordReader, batch: _Batch, batch_bytes: int,
 
 
 def _warcio_record(reader: _RecordReader, rec, offset_of, batch: _Batch) -> None:
-    """One warcio record into ``batch``. ARC records get ``label@offset`` ids: the ids warcio
-    makes up for them are random, and a resumed run must give the same ids."""
+    """One warcio record into ``batch``. ARC records have no record id: theirs is
+    ``label@offset``, the same in every run."""
     if rec.rec_type != "response":
         batch.notes[f"skipped_{rec.rec_type}"] += 1
         return
@@ -260,9 +266,19 @@ def _warcio_record(reader: _RecordReader, rec, offset_of, batch: _Batch) -> None
     else:
         payload = rec.content_stream().read()
         offset = offset_of()
-        record_id = rec.rec_headers.get_header("WARC-Record-ID")
-        if rec.format.startswith("arc"):
-            record_id = f"{reader.shard.label}@{offset}"
-        reader.document(payload, content_type, offset, record_id,
-                        rec.rec_headers.get_header("WARC-Target-URI"),
-                        rec.rec_headers.get_header("WARC-Date"), batch)
+        if rec.format == "arc":
+            record_id, url = f"{reader.shard.label}@{offset}", rec.rec_headers.get_header("uri")
+            date = _arc_date(rec.rec_headers.get_header("archive-date"))
+        else:
+            record_id = rec.rec_headers.get_header("WARC-Record-ID")
+            url = _target_uri(rec.rec_headers.get_header("WARC-Target-URI"))
+            date = rec.rec_headers.get_header("WARC-Date")
+        reader.document(payload, content_type, offset, record_id, url, date, batch)
+
+
+def _arc_date(stamp: str | None) -> str | None:
+    """ARC's ``20140216050221`` as WARC-Date's ``2014-02-16T05:02:21Z``."""
+    if not stamp or len(stamp) < 14 or not stamp[:14].isdigit():
+        return stamp
+    s = stamp
+    return f"{s[:4]}-{s[4:6]}-{s[6:8]}T{s[8:10]}:{s[10:12]}:{s[12:14]}Z"
