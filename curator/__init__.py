@@ -40,6 +40,8 @@ _EXPORTS = {
     "Tokenize": "curator.stages.tokenize",
     "Pack": "curator.stages.pack",
     "Decontaminate": "curator.stages.decontaminate",
+    "ReadWarc": "curator.stages.sources.warc",
+    "ExtractHtml": "curator.stages.extract.html",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -5,7 +5,8 @@ a file at all (ARC files, odd framings) warcio reads it instead. Each record's b
 whole and checked against its ``Content-Length``: a short block (a clipped file, a truncated
 gzip member) fails with reason ``truncated_gzip`` / ``truncated_record``. A record whose header
 cannot be parsed (a wrong ``Content-Length`` upstream shifts the next header) fails with reason
-``bad_record``; reading then resumes at the next record start found after it.
+``bad_record`` (``corrupt_gzip`` where the gzip data is damaged), at the offset of the last good
+record; reading resumes at the next record start (``WARC/1.`` or a gzip member) after it.
 
 Documents: ``response`` records with a 2xx status and an HTML Content-Type (text/html,
 application/xhtml+xml). Other records are skipped and counted in notes (``skipped_<why>``).
@@ -89,11 +90,14 @@ class _RecordReader:
         offset = base + rec.stream_pos
         record_id = rec.headers.get("WARC-Record-ID")
         block = rec.reader.read()
-        if len(block) < rec.content_length:
+        short = None
+        if "Content-Length" not in rec.headers:
+            short = "the record header is cut short (no Content-Length)"
+        elif len(block) < rec.content_length:
+            short = f"the record block has {len(block)} of its {rec.content_length} bytes"
+        if short:
             reason = "truncated_gzip" if self.gzip else "truncated_record"
-            batch.failed.append(self.failure(
-                reason, f"record block has {len(block)} of its {rec.content_length} bytes",
-                offset, record_id, block[:EXCERPT]))
+            batch.failed.append(self.failure(reason, short, offset, record_id, block[:EXCERPT]))
             return
         rec.set_bytes_content(block)
         try:
@@ -111,7 +115,8 @@ class _RecordReader:
             batch.notes["skipped_not_html"] += 1
         else:
             self.document(payload, rec.http_headers.get("Content-Type"), offset, record_id,
-                          rec.headers.get("WARC-Target-URI"), rec.headers.get("WARC-Date"),
+                          _target_uri(rec.headers.get("WARC-Target-URI")),
+                          rec.headers.get("WARC-Date"),
                           batch)
 
     def document(self, payload: bytes, content_type: str | None, offset: int,
@@ -145,6 +150,11 @@ class _RecordReader:
                    "warc_file": self.shard.label, "warc_record_id": record_id})
 
 
+def _target_uri(value: str | None) -> str | None:
+    """The URI without the angle brackets some writers (wget) put around it."""
+    return value.strip().removeprefix("<").removesuffix(">") if value else value
+
+
 def _charset_of(content_type: str | None) -> str | None:
     if not content_type:
         return None
@@ -160,11 +170,12 @@ def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterat
     gzip) in batches of about ``batch_bytes`` of text; see the module docstring."""
     reader = _RecordReader(shard, stage_name)
     batch = _Batch()
-    base, first = 0, True
+    base, first, resumed = 0, True, False
     while base is not None:
+        passed = 0
         try:
             for rec in _fastwarc_records(shard.path, base):
-                first = False
+                first, passed = False, passed + 1
                 reader.record(rec, base, batch)
                 if batch.size >= batch_bytes:
                     yield batch.take()
@@ -174,9 +185,11 @@ def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterat
             if first and bad.offset == 0:
                 yield from _warcio_fallback(reader, batch, batch_bytes, bad)
                 return
-            batch.failed.append(reader.failure("bad_record", str(bad), bad.offset))
+            if passed or not resumed:  # a damaged stretch is one failure, however long
+                reason = "corrupt_gzip" if "gzip" in str(bad).lower() else "bad_record"
+                batch.failed.append(reader.failure(reason, str(bad), bad.offset))
             base = _next_record_start(shard.path, bad.offset, reader.gzip)
-            first = False
+            first, resumed = False, True
     if batch.rows["id"] or batch.failed or batch.notes:
         yield batch.take()
 
@@ -194,8 +207,9 @@ def _fastwarc_records(path: str, base: int):
             except StopIteration:
                 return
             except OSError as err:
-                raise _Unparsable(last_end, f"unreadable WARC record at or after byte {last_end}: "
-                                  f"{err}; reading resumes at the next record start") from None
+                raise _Unparsable(last_end, f"unreadable WARC data after byte {last_end}: {err}; "
+                                  "the records there are lost, reading resumes at the next "
+                                  "record start") from None
             yield rec
             last_end = base + rec.stream_pos
 
@@ -225,7 +239,7 @@ def _warcio_fallback(reader: _RecordReader, batch: _Batch, batch_bytes: int,
     offset = 0
     try:
         with open_binary(reader.shard.path) as raw:
-            records = WarcioIterator(raw, arc2warc=True)
+            records = WarcioIterator(raw)
             for rec in records:
                 _warcio_record(reader, rec, lambda: records.get_record_offset(), batch)
                 if batch.size >= batch_bytes:
@@ -237,8 +251,8 @@ def _warcio_fallback(reader: _RecordReader, batch: _Batch, batch_bytes: int,
 
 
 def _warcio_record(reader: _RecordReader, rec, offset_of, batch: _Batch) -> None:
-    """One warcio record into ``batch``. ARC records get ``label@offset`` ids: the ids warcio
-    makes up for them are random, and a resumed run must give the same ids."""
+    """One warcio record into ``batch``. ARC records have no record id: theirs is
+    ``label@offset``, the same in every run."""
     if rec.rec_type != "response":
         batch.notes[f"skipped_{rec.rec_type}"] += 1
         return
@@ -252,9 +266,19 @@ def _warcio_record(reader: _RecordReader, rec, offset_of, batch: _Batch) -> None
     else:
         payload = rec.content_stream().read()
         offset = offset_of()
-        record_id = rec.rec_headers.get_header("WARC-Record-ID")
-        if rec.format.startswith("arc"):
-            record_id = f"{reader.shard.label}@{offset}"
-        reader.document(payload, content_type, offset, record_id,
-                        rec.rec_headers.get_header("WARC-Target-URI"),
-                        rec.rec_headers.get_header("WARC-Date"), batch)
+        if rec.format == "arc":
+            record_id, url = f"{reader.shard.label}@{offset}", rec.rec_headers.get_header("uri")
+            date = _arc_date(rec.rec_headers.get_header("archive-date"))
+        else:
+            record_id = rec.rec_headers.get_header("WARC-Record-ID")
+            url = _target_uri(rec.rec_headers.get_header("WARC-Target-URI"))
+            date = rec.rec_headers.get_header("WARC-Date")
+        reader.document(payload, content_type, offset, record_id, url, date, batch)
+
+
+def _arc_date(stamp: str | None) -> str | None:
+    """ARC's ``20140216050221`` as WARC-Date's ``2014-02-16T05:02:21Z``."""
+    if not stamp or len(stamp) < 14 or not stamp[:14].isdigit():
+        return stamp
+    s = stamp
+    return f"{s[:4]}-{s[4:6]}-{s[6:8]}T{s[8:10]}:{s[10:12]}:{s[12:14]}Z"
