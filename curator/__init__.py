@@ -42,6 +42,7 @@ _EXPORTS = {
     "Decontaminate": "curator.stages.decontaminate",
     "ReadWarc": "curator.stages.sources.warc",
     "ExtractHtml": "curator.stages.extract.html",
+    "CommonCrawl": "curator.stages.sources.common_crawl",
 }
 
 __all__ = sorted(_EXPORTS)
