@@ -7,6 +7,7 @@ other schemes (``s3://``, ...) through fsspec, resumed by seeking. Why and how: 
 from __future__ import annotations
 
 import email.utils
+import fcntl
 import http.client
 import os
 import random
@@ -111,6 +112,16 @@ def download(url: str, dest: Path, policy: RetryPolicy = RetryPolicy(),
     if dest.exists():
         return Downloaded(dest, cached=True)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    # One downloader per file: another process or thread fetching it (a shared cache, a task
+    # tried again while the first still runs) is waited for, then its file is reused.
+    with open(dest.with_name(f".{dest.name}.lock"), "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if dest.exists():
+            return Downloaded(dest, cached=True)
+        return _transfer(url, dest, policy, per_host)
+
+
+def _transfer(url: str, dest: Path, policy: RetryPolicy, per_host: int) -> Downloaded:
     partial = dest.with_name(f".{dest.name}.part")
     result = Downloaded(dest)
     fetch = _fetch_http if urlsplit(url).scheme in ("http", "https") else _fetch_fsspec

@@ -144,6 +144,20 @@ def test_per_host_limit(served: Path, tmp_path: Path) -> None:
     assert all((tmp_path / n).read_bytes() == WARC.read_bytes() for n in names)
 
 
+def test_one_downloader_per_file(served: Path, tmp_path: Path) -> None:
+    with FaultyServer(served, faults={NAME: ["pause"]}, stall_s=0.3) as server:
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(fetch(server, tmp_path)))
+                   for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(server.requests(NAME)) == 1
+    assert sorted(r.cached for r in results) == [False, True, True]
+    assert (tmp_path / "cache" / NAME).read_bytes() == WARC.read_bytes()
+
+
 def test_gzip_damage() -> None:
     assert gzip_damage(WARC) is None
 
