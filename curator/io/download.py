@@ -16,6 +16,8 @@ import time
 import urllib.error
 import urllib.request
 import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -23,7 +25,7 @@ from urllib.parse import urlsplit
 import xxhash
 
 CHUNK = 1 << 20
-CHECK_BLOCK = 1 << 16  # small: each gzip member's unused tail is copied once per member
+CHECK_BLOCK = 1 << 16
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
@@ -83,25 +85,86 @@ def host_slots(url: str, limit: int) -> threading.BoundedSemaphore:
         return _HOST_SLOTS[host]
 
 
-def gzip_damage(path: Path) -> str | None:
-    """Why the gzip members of ``path`` are not whole (each decompressed to its end), or None."""
-    decomp, in_member = zlib.decompressobj(wbits=31), False
-    with open(path, "rb") as f:
-        while block := f.read(CHECK_BLOCK):
-            while block:
-                if not in_member and not block.strip(b"\0"):
-                    break
-                in_member = True
-                try:
-                    decomp.decompress(block)  # output discarded: only checked
-                except zlib.error as err:
-                    return f"corrupt gzip data at byte {f.tell() - len(block)}+: {err}"
-                if decomp.eof:
-                    block, decomp, in_member = decomp.unused_data, zlib.decompressobj(wbits=31), \
-                        False
-                else:
-                    block = b""
-    return "truncated gzip member at the end of the file" if in_member else None
+class GzipCheck:
+    """Decompresses gzip members as their bytes arrive, output discarded, to tell whether every
+    member is whole (each decompressed to its end)."""
+
+    def __init__(self) -> None:
+        self._decomp, self._in_member, self._seen = zlib.decompressobj(wbits=31), False, 0
+        self.error: str | None = None
+
+    def feed(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        for start in range(0, len(view), CHECK_BLOCK):  # small: a member's tail is copied
+            piece = view[start:start + CHECK_BLOCK]
+            if self.error is None:
+                self._feed(bytes(piece))
+            self._seen += len(piece)
+
+    def _feed(self, block: bytes) -> None:
+        while block:
+            if not self._in_member and not block.strip(b"\0"):
+                return  # zero padding after a member
+            self._in_member = True
+            try:  # bounded output per call: a decompression bomb costs time, not memory
+                self._decomp.decompress(block, CHUNK)
+                while self._decomp.unconsumed_tail and not self._decomp.eof:
+                    self._decomp.decompress(self._decomp.unconsumed_tail, CHUNK)
+            except zlib.error as err:
+                self.error = f"corrupt gzip data after byte {self._seen}: {err}"
+                return
+            if not self._decomp.eof:
+                return
+            block, self._in_member = self._decomp.unused_data, False
+            self._decomp = zlib.decompressobj(wbits=31)
+
+    def damage(self) -> str | None:
+        """Why the bytes fed so far are not whole gzip members, or None."""
+        if self.error is None and self._in_member:
+            return "truncated gzip member at the end of the file"
+        return self.error
+
+
+class _Partial:
+    """The bytes received so far (``.<name>.part``), hashed and gzip-checked as they arrive, so
+    the check overlaps the transfer; bytes left by an earlier process are read once."""
+
+    def __init__(self, path: Path, check_gzip: bool) -> None:
+        self.path, self.check_gzip = path, check_gzip
+        self._reset()
+        if path.exists():
+            with open(path, "rb") as f:
+                while block := f.read(CHUNK):
+                    self._feed(block)
+
+    def _reset(self) -> None:
+        self.size, self.digest = 0, xxhash.xxh3_128()
+        self.gzip = GzipCheck() if self.check_gzip else None
+
+    def _feed(self, block: bytes) -> None:
+        self.size += len(block)
+        self.digest.update(block)
+        if self.gzip is not None:
+            self.gzip.feed(block)
+
+    def discard(self) -> None:
+        self.path.unlink(missing_ok=True)
+        self._reset()
+
+    @contextmanager
+    def appending(self, from_start: bool) -> Iterator[Callable[[bytes], None]]:
+        """A writer of the next bytes: after the current ones, or from byte 0."""
+        if from_start:
+            self._reset()
+        with open(self.path, "wb" if from_start else "ab") as out:
+            def write(block: bytes) -> None:
+                out.write(block)
+                self._feed(block)
+
+            yield write
+
+    def damage(self) -> str | None:
+        return self.gzip.damage() if self.gzip is not None else None
 
 
 def download(url: str, dest: Path, policy: RetryPolicy = RetryPolicy(),
@@ -122,52 +185,41 @@ def download(url: str, dest: Path, policy: RetryPolicy = RetryPolicy(),
 
 
 def _transfer(url: str, dest: Path, policy: RetryPolicy, per_host: int) -> Downloaded:
-    partial = dest.with_name(f".{dest.name}.part")
+    partial = _Partial(dest.with_name(f".{dest.name}.part"), dest.name.endswith(".gz"))
     result = Downloaded(dest)
     fetch = _fetch_http if urlsplit(url).scheme in ("http", "https") else _fetch_fsspec
-    check_gzip = dest.name.endswith(".gz")
     failures, refetched_digest = 0, None
     while True:
-        before = partial.stat().st_size if partial.exists() else 0
-        slots = host_slots(url, per_host)
+        before = partial.size
         try:
-            with slots:
+            with host_slots(url, per_host):
                 fetch(url, partial, policy, result)
-            damage = gzip_damage(partial) if check_gzip else None
+            damage = partial.damage()
             if damage is None:
                 break
-            digest = _digest(partial)
+            digest = partial.digest.hexdigest()
             if digest == refetched_digest:  # the same bytes twice: the server's copy is damaged
                 result.damaged = damage
                 break
             refetched_digest = digest
-            partial.unlink()
+            partial.discard()
             raise _Retry(f"{damage}; fetching the whole file again")
         except _Retry as retry:
             result.errors.append(str(retry))
-            now = partial.stat().st_size if partial.exists() else 0
-            failures = 1 if now > before else failures + 1
+            failures = 1 if partial.size > before else failures + 1
             if failures >= policy.max_tries:
                 raise DownloadError(f"{url}: gave up after {policy.max_tries} tries without "
                                     f"progress; last error: {retry}") from None
             time.sleep(policy.delay(failures, retry.retry_after))
-    os.replace(partial, dest)
+    os.replace(partial.path, dest)
     return result
 
 
-def _digest(path: Path) -> str:
-    digest = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while block := f.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 # ------------------------------------------------------------------------------- http(s)
-def _fetch_http(url: str, partial: Path, policy: RetryPolicy, result: Downloaded) -> None:
+def _fetch_http(url: str, partial: _Partial, policy: RetryPolicy, result: Downloaded) -> None:
     """One request: continue ``partial`` (Range) or start it over; return when the body is
     whole, raise ``_Retry`` on a transient failure, ``DownloadError`` on a final one."""
-    offset = partial.stat().st_size if partial.exists() else 0
+    offset = partial.size
     request = urllib.request.Request(url, headers={"User-Agent": "curator",
                                                    "Accept-Encoding": "identity"})
     if offset:
@@ -178,7 +230,7 @@ def _fetch_http(url: str, partial: Path, policy: RetryPolicy, result: Downloaded
     except urllib.error.HTTPError as err:
         err.close()
         if err.code == 416 and offset:  # our partial copy is no prefix of the file: start over
-            partial.unlink()
+            partial.discard()
             raise _Retry(f"HTTP 416 for a Range from byte {offset}; starting over") from None
         if err.code in RETRY_STATUS:
             raise _Retry(f"HTTP {err.code}", _retry_after(err.headers.get("Retry-After"),
@@ -190,27 +242,24 @@ def _fetch_http(url: str, partial: Path, policy: RetryPolicy, result: Downloaded
         if response.status == 206:
             start, total = _content_range(response.headers.get("Content-Range", ""))
             if start != offset:
-                partial.unlink()
+                partial.discard()
                 raise _Retry(f"the server resumed at byte {start}, not {offset}; starting over")
             result.resumed += 1
-            mode = "ab"
         else:  # 200: the whole file (a server that ignores Range included)
-            offset, mode = 0, "wb"
             length = response.headers.get("Content-Length")
             total = int(length) if length is not None else None
-        with open(partial, mode) as out:
+        with partial.appending(from_start=response.status != 206) as write:
             try:
                 while block := response.read1(CHUNK):  # what has come: kept on a cut
-                    out.write(block)
+                    write(block)
             except (OSError, http.client.HTTPException) as err:
-                raise _Retry(f"transfer cut after {offset + out.tell()} bytes: "
+                raise _Retry(f"transfer cut after {partial.size} bytes: "
                              f"{_describe(err)}") from None
-            size = out.tell()
-    if total is not None and size < total:
-        raise _Retry(f"transfer cut at byte {size} of {total}")
-    if total is not None and size > total:
-        partial.unlink()
-        raise _Retry(f"received {size} bytes, more than the {total} announced; starting over")
+    if total is not None and partial.size < total:
+        raise _Retry(f"transfer cut at byte {partial.size} of {total}")
+    if total is not None and partial.size > total:
+        partial.discard()
+        raise _Retry(f"received more bytes than the {total} announced; starting over")
 
 
 def _content_range(value: str) -> tuple[int, int | None]:
@@ -241,29 +290,28 @@ def _describe(err: BaseException) -> str:
 
 
 # ------------------------------------------------------------------------------- fsspec
-def _fetch_fsspec(url: str, partial: Path, policy: RetryPolicy, result: Downloaded) -> None:
+def _fetch_fsspec(url: str, partial: _Partial, policy: RetryPolicy, result: Downloaded) -> None:
     """One attempt through fsspec (s3://, gs://, ...): continue ``partial`` by seeking."""
     from fsspec.core import url_to_fs
 
-    offset = partial.stat().st_size if partial.exists() else 0
+    offset = partial.size
     result.requests += 1
     try:
         fs, path = url_to_fs(url)
         total = fs.size(path)
-        with fs.open(path, "rb") as src, open(partial, "ab") as out:
+        with fs.open(path, "rb") as src, partial.appending(from_start=False) as write:
             if offset:
                 src.seek(offset)
                 result.resumed += 1
             while block := src.read(CHUNK):
-                out.write(block)
-            size = out.tell()
+                write(block)
     except FileNotFoundError:
         raise DownloadError(f"{url}: not found") from None
     except PermissionError as err:
         raise DownloadError(f"{url}: {err}") from None
     except (OSError, TimeoutError) as err:
         raise _Retry(f"transfer failed: {_describe(err)}") from None
-    if total is not None and size != total:
-        if size > total:
-            partial.unlink()
-        raise _Retry(f"transfer ended at byte {size} of {total}")
+    if total is not None and partial.size != total:
+        if partial.size > total:
+            partial.discard()
+        raise _Retry(f"transfer ended at byte {partial.size} of {total}")

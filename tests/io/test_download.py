@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from curator.io.download import DownloadError, RetryPolicy, download, gzip_damage
+from curator.io.download import DownloadError, GzipCheck, RetryPolicy, download
 from tests.faulty_http import FaultyServer
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
@@ -158,8 +158,14 @@ def test_one_downloader_per_file(served: Path, tmp_path: Path) -> None:
     assert (tmp_path / "cache" / NAME).read_bytes() == WARC.read_bytes()
 
 
-def test_gzip_damage() -> None:
-    assert gzip_damage(WARC) is None
+def test_gzip_check_fed_in_pieces() -> None:
+    data = WARC.read_bytes()
+    whole, cut = GzipCheck(), GzipCheck()
+    for i in range(0, len(data), 7001):
+        whole.feed(data[i:i + 7001])
+    cut.feed(data[: len(data) // 2])
+    assert whole.damage() is None
+    assert cut.damage() == "truncated gzip member at the end of the file"
 
 
 def test_other_schemes_go_through_fsspec_and_resume_by_seeking(tmp_path: Path) -> None:
