@@ -40,6 +40,9 @@ _EXPORTS = {
     "Tokenize": "curator.stages.tokenize",
     "Pack": "curator.stages.pack",
     "Decontaminate": "curator.stages.decontaminate",
+    "ReadWarc": "curator.stages.sources.warc",
+    "ExtractHtml": "curator.stages.extract.html",
+    "CommonCrawl": "curator.stages.sources.common_crawl",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -115,7 +115,7 @@ class _ShardOutputs:
 
 def _batches(task: ShardTask, source: Source | None):
     if source is not None:
-        yield from source.read(task.shard, task.batch_bytes)
+        yield from source.read_in_run(task.shard, task.batch_bytes, Path(task.run_dir))
     else:
         yield from read_parquet_batches(task.shard, task.batch_bytes, "input", ColumnMap())
 

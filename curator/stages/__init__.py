@@ -6,6 +6,7 @@ BUILTIN: dict[str, str] = {
     "read_jsonl": "curator.stages.readers",
     "write_jsonl": "curator.stages.writers",
     "read_parquet": "curator.stages.readers",
+    "common_crawl": "curator.stages.sources.common_crawl",
     "write_parquet": "curator.stages.writers",
     "length_filter": "curator.stages.filters.length",
     "langid": "curator.stages.langid",
@@ -19,4 +20,6 @@ BUILTIN: dict[str, str] = {
     "decontaminate": "curator.stages.decontaminate",
     "tokenize": "curator.stages.tokenize",
     "pack": "curator.stages.pack",
+    "read_warc": "curator.stages.sources.warc",
+    "extract_html": "curator.stages.extract.html",
 }

@@ -95,6 +95,11 @@ class Source(Stage):
     def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
         raise NotImplementedError
 
+    def read_in_run(self, shard: Shard, batch_bytes: int, run_dir: Path) -> Iterator[SourceBatch]:
+        """``read`` as a run calls it: sources that keep files in the run directory (downloads)
+        override it."""
+        return self.read(shard, batch_bytes)
+
 
 class FileSource(Source):
     """A source that reads files named by paths or globs, one shard per file."""

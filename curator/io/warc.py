@@ -1,0 +1,284 @@
+"""WARC reading: HTML ``response`` records as documents.
+
+FastWARC parses the file (local or any fsspec URL; gzip detected). Where FastWARC cannot parse
+a file at all (ARC files, odd framings) warcio reads it instead. Each record's block is read
+whole and checked against its ``Content-Length``: a short block (a clipped file, a truncated
+gzip member) fails with reason ``truncated_gzip`` / ``truncated_record``. A record whose header
+cannot be parsed (a wrong ``Content-Length`` upstream shifts the next header) fails with reason
+``bad_record`` (``corrupt_gzip`` where the gzip data is damaged), at the offset of the last good
+record; reading resumes at the next record start (``WARC/1.`` or a gzip member) after it.
+
+Documents: ``response`` records with a 2xx status and an HTML Content-Type (text/html,
+application/xhtml+xml). Other records are skipped and counted in notes (``skipped_<why>``).
+Columns: ``id`` (WARC-Record-ID), ``text`` (the decoded HTML, see :mod:`curator.io.charset`),
+``date``, ``url``, ``warc_file``, ``warc_record_id``. Per-document bad input fails with a
+reason: ``empty`` (no payload), ``binary_content`` (NUL bytes or mostly undecodable).
+Notes: ``replaced_bytes`` (undecodable bytes replaced), ``charset_unknown`` (a label naming no
+charset; detection used), ``charset_detected``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+from curator.batch import Failure, Shard, SourceBatch
+from curator.io.charset import decode_html
+from curator.io.files import open_binary
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+EXCERPT = 2048
+RESYNC_WINDOW = 1 << 20
+#: A payload with more NUL bytes than this fraction, or more replaced bytes, is not text.
+BINARY_FRACTION = 0.01
+REPLACED_FRACTION = 0.2
+COLUMNS = ("id", "text", "date", "url", "warc_file", "warc_record_id")
+
+
+class _Unparsable(Exception):
+    """FastWARC could not read a record header at ``offset``."""
+
+    def __init__(self, offset: int, error: str) -> None:
+        super().__init__(error)
+        self.offset = offset
+
+
+@dataclass
+class _Batch:
+    """Rows being gathered into one SourceBatch."""
+
+    rows: dict[str, list] = field(default_factory=lambda: {c: [] for c in COLUMNS})
+    failed: list[Failure] = field(default_factory=list)
+    notes: Counter = field(default_factory=Counter)
+    size: int = 0
+
+    def add(self, row: dict[str, str]) -> None:
+        for name in COLUMNS:
+            self.rows[name].append(row[name])
+        self.size += len(row["text"])
+
+    def take(self) -> SourceBatch:
+        table = pa.table({c: pa.array(v, pa.string()) for c, v in self.rows.items()}) \
+            if self.rows["id"] else pa.table({})
+        return SourceBatch(table, self.failed, self.notes)
+
+
+class _RecordReader:
+    """Turns WARC records into rows, failures and notes for one shard."""
+
+    def __init__(self, shard: Shard, stage: str) -> None:
+        self.shard, self.stage = shard, stage
+        self.gzip = shard.path.lower().split("?", 1)[0].endswith(".gz")
+
+    def failure(self, reason: str, error: str, offset: int | None, record_id: str | None = None,
+                excerpt: bytes = b"") -> Failure:
+        return Failure(stage=self.stage, error=f"{reason}: {error}", file=self.shard.label,
+                       offset=offset, id=record_id, reason=reason,
+                       excerpt=excerpt[:EXCERPT].decode("utf-8", "backslashreplace") or None)
+
+    def record(self, rec, base: int, batch: _Batch) -> None:
+        """One FastWARC record (read with ``parse_http=False``) into ``batch``."""
+        kind = str(rec.record_type)
+        if rec.record_type != WarcRecordType.response:
+            batch.notes[f"skipped_{kind}"] += 1
+            rec.reader.consume()
+            return
+        offset = base + rec.stream_pos
+        record_id = rec.headers.get("WARC-Record-ID")
+        block = rec.reader.read()
+        short = None
+        if "Content-Length" not in rec.headers:
+            short = "the record header is cut short (no Content-Length)"
+        elif len(block) < rec.content_length:
+            short = f"the record block has {len(block)} of its {rec.content_length} bytes"
+        if short:
+            reason = "truncated_gzip" if self.gzip else "truncated_record"
+            batch.failed.append(self.failure(reason, short, offset, record_id, block[:EXCERPT]))
+            return
+        rec.set_bytes_content(block)
+        try:
+            rec.parse_http(auto_decode="all")
+            payload = rec.reader.read()
+        except (OSError, ValueError) as err:
+            batch.failed.append(self.failure("bad_record", f"unreadable HTTP message: {err}",
+                                             offset, record_id, block[:EXCERPT]))
+            return
+        status = rec.http_headers.status_code if rec.is_http else None
+        content_type = (rec.http_content_type or "").lower()
+        if status is None or not 200 <= status < 300:
+            batch.notes["skipped_status"] += 1
+        elif content_type not in HTML_TYPES:
+            batch.notes["skipped_not_html"] += 1
+        else:
+            self.document(payload, rec.http_headers.get("Content-Type"), offset, record_id,
+                          _target_uri(rec.headers.get("WARC-Target-URI")),
+                          rec.headers.get("WARC-Date"),
+                          batch)
+
+    def document(self, payload: bytes, content_type: str | None, offset: int,
+                 record_id: str | None, url: str | None, date: str | None,
+                 batch: _Batch) -> None:
+        """Decode one HTML payload into a row, or fail it with its reason."""
+        if not record_id:
+            batch.failed.append(self.failure("bad_record", "no WARC-Record-ID", offset))
+            return
+        if not payload.strip():
+            batch.failed.append(self.failure("empty", "the response has no payload", offset,
+                                             record_id))
+            return
+        if payload.count(0) > BINARY_FRACTION * len(payload):
+            batch.failed.append(self.failure("binary_content", "NUL bytes in a page labelled "
+                                             "HTML", offset, record_id, payload[:256]))
+            return
+        decoded = decode_html(payload, _charset_of(content_type))
+        if decoded.replaced_bytes > REPLACED_FRACTION * len(payload):
+            batch.failed.append(self.failure(
+                "binary_content", f"{decoded.replaced_bytes} of {len(payload)} bytes are not "
+                f"{decoded.encoding}", offset, record_id, payload[:256]))
+            return
+        if decoded.replaced_bytes:
+            batch.notes["replaced_bytes"] += decoded.replaced_bytes
+        if decoded.unknown_label:
+            batch.notes["charset_unknown"] += 1
+        if decoded.source == "detected":
+            batch.notes["charset_detected"] += 1
+        batch.add({"id": record_id, "text": decoded.text, "date": date, "url": url,
+                   "warc_file": self.shard.label, "warc_record_id": record_id})
+
+
+def _target_uri(value: str | None) -> str | None:
+    """The URI without the angle brackets some writers (wget) put around it."""
+    return value.strip().removeprefix("<").removesuffix(">") if value else value
+
+
+def _charset_of(content_type: str | None) -> str | None:
+    if not content_type:
+        return None
+    for part in content_type.split(";")[1:]:
+        key, _, value = part.partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip().strip("\"'") or None
+    return None
+
+
+def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterator[SourceBatch]:
+    """Stream the HTML documents of the WARC file ``shard.path`` (local or fsspec URL, plain or
+    gzip) in batches of about ``batch_bytes`` of text; see the module docstring."""
+    reader = _RecordReader(shard, stage_name)
+    batch = _Batch()
+    base, first, resumed = 0, True, False
+    while base is not None:
+        passed = 0
+        try:
+            for rec in _fastwarc_records(shard.path, base):
+                first, passed = False, passed + 1
+                reader.record(rec, base, batch)
+                if batch.size >= batch_bytes:
+                    yield batch.take()
+                    batch = _Batch()
+            base = None
+        except _Unparsable as bad:
+            if first and bad.offset == 0:
+                yield from _warcio_fallback(reader, batch, batch_bytes, bad)
+                return
+            if passed or not resumed:  # a damaged stretch is one failure, however long
+                reason = "corrupt_gzip" if "gzip" in str(bad).lower() else "bad_record"
+                batch.failed.append(reader.failure(reason, str(bad), bad.offset))
+            base = _next_record_start(shard.path, bad.offset, reader.gzip)
+            first, resumed = False, True
+    if batch.rows["id"] or batch.failed or batch.notes:
+        yield batch.take()
+
+
+def _fastwarc_records(path: str, base: int):
+    """FastWARC's records of ``path`` from byte ``base``; a parse error as ``_Unparsable``."""
+    with open_binary(path) as raw:
+        if base:
+            raw.seek(base)
+        records = iter(ArchiveIterator(raw, parse_http=False))
+        last_end = base
+        while True:
+            try:
+                rec = next(records)
+            except StopIteration:
+                return
+            except OSError as err:
+                raise _Unparsable(last_end, f"unreadable WARC data after byte {last_end}: {err}; "
+                                  "the records there are lost, reading resumes at the next "
+                                  "record start") from None
+            yield rec
+            last_end = base + rec.stream_pos
+
+
+def _next_record_start(path: str, after: int, gzip: bool) -> int | None:
+    """Offset of the first record start (a gzip member or ``WARC/``) after ``after``."""
+    marker = b"\x1f\x8b\x08" if gzip else b"WARC/1."
+    with open_binary(path) as raw:
+        raw.seek(after + 1)
+        position = after + 1
+        while chunk := raw.read(RESYNC_WINDOW + len(marker)):
+            hit = chunk.find(marker)
+            if hit >= 0:
+                return position + hit
+            position += RESYNC_WINDOW
+            raw.seek(position)
+    return None
+
+
+def _warcio_fallback(reader: _RecordReader, batch: _Batch, batch_bytes: int,
+                     why: _Unparsable) -> Iterator[SourceBatch]:
+    """Read a file FastWARC cannot parse (ARC, odd framing) with warcio."""
+    from warcio.archiveiterator import ArchiveIterator as WarcioIterator
+    from warcio.exceptions import ArchiveLoadFailed
+
+    batch.notes["read_with_warcio"] += 1
+    offset = 0
+    try:
+        with open_binary(reader.shard.path) as raw:
+            records = WarcioIterator(raw)
+            for rec in records:
+                _warcio_record(reader, rec, lambda: records.get_record_offset(), batch)
+                if batch.size >= batch_bytes:
+                    yield batch.take()
+                    batch = _Batch()
+    except (ArchiveLoadFailed, OSError, ValueError, EOFError) as err:
+        batch.failed.append(reader.failure("bad_record", f"{why}; warcio: {err}", offset))
+    yield batch.take()
+
+
+def _warcio_record(reader: _RecordReader, rec, offset_of, batch: _Batch) -> None:
+    """One warcio record into ``batch``. ARC records have no record id: theirs is
+    ``label@offset``, the same in every run."""
+    if rec.rec_type != "response":
+        batch.notes[f"skipped_{rec.rec_type}"] += 1
+        return
+    headers = rec.http_headers
+    status = int(headers.get_statuscode() or 0) if headers else 0
+    content_type = headers.get_header("Content-Type") if headers else None
+    if not 200 <= status < 300:
+        batch.notes["skipped_status"] += 1
+    elif (content_type or "").split(";")[0].strip().lower() not in HTML_TYPES:
+        batch.notes["skipped_not_html"] += 1
+    else:
+        payload = rec.content_stream().read()
+        offset = offset_of()
+        if rec.format == "arc":
+            record_id, url = f"{reader.shard.label}@{offset}", rec.rec_headers.get_header("uri")
+            date = _arc_date(rec.rec_headers.get_header("archive-date"))
+        else:
+            record_id = rec.rec_headers.get_header("WARC-Record-ID")
+            url = _target_uri(rec.rec_headers.get_header("WARC-Target-URI"))
+            date = rec.rec_headers.get_header("WARC-Date")
+        reader.document(payload, content_type, offset, record_id, url, date, batch)
+
+
+def _arc_date(stamp: str | None) -> str | None:
+    """ARC's ``20140216050221`` as WARC-Date's ``2014-02-16T05:02:21Z``."""
+    if not stamp or len(stamp) < 14 or not stamp[:14].isdigit():
+        return stamp
+    s = stamp
+    return f"{s[:4]}-{s[4:6]}-{s[6:8]}T{s[8:10]}:{s[10:12]}:{s[12:14]}Z"

@@ -1,0 +1,1 @@
+"""Stages that turn markup (HTML) into plain text."""

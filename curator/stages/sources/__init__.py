@@ -1,0 +1,1 @@
+"""Sources of raw web data (WARC files, crawls)."""

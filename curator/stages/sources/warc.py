@@ -1,0 +1,21 @@
+"""``read_warc``: WARC files (local, globs, http(s)://, s3://) -> HTML documents."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from curator.batch import Shard, SourceBatch
+from curator.io.warc import read_warc_batches
+from curator.stages.base import FileSource
+
+
+class ReadWarc(FileSource):
+    """Read the HTML ``response`` records of WARC files (plain or gzip; ARC through warcio),
+    one shard per file. ``text`` is the page's decoded HTML: follow with ``extract_html``.
+    Columns: id (WARC-Record-ID), text, date, url, warc_file, warc_record_id."""
+
+    type = "read_warc"
+    requires = {"fastwarc": "extract", "warcio": "extract", "resiliparse": "extract"}
+
+    def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
+        yield from read_warc_batches(shard, batch_bytes, self.name or self.type)

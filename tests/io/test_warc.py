@@ -1,0 +1,184 @@
+"""WARC reading: the real WARC files of the corpus (broken ones included) and built bad input."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator as WarcioIterator
+from warcio.warcwriter import WARCWriter
+
+from curator.batch import Shard
+from curator.io.warc import read_warc_batches
+from tests.warc_builder import CORPUS, response_record, write_warc
+
+WARCS = CORPUS / "warc"
+needs_corpus = pytest.mark.skipif(not WARCS.exists(), reason="shared corpus not staged")
+
+
+def read(path: Path, batch_bytes: int = 1 << 20):
+    """Rows, failures and notes of one WARC file."""
+    rows, failed, notes = [], [], Counter()
+    for batch in read_warc_batches(Shard(0, str(path), label=path.name), batch_bytes, "read_warc"):
+        rows += batch.table.to_pylist()
+        failed += batch.failed
+        notes.update(batch.notes)
+    return rows, failed, notes
+
+
+def warcio_html_responses(path: Path) -> dict[str, str]:
+    """Record id -> URL of the 2xx HTML responses, as warcio reads them (the reference)."""
+    found = {}
+    with open(path, "rb") as f:
+        for rec in WarcioIterator(f):
+            if rec.rec_type != "response" or rec.http_headers is None:
+                continue
+            kind = (rec.http_headers.get_header("Content-Type") or "").split(";")[0].strip()
+            if kind == "text/html" and rec.http_headers.get_statuscode().startswith("2"):
+                found[rec.rec_headers.get_header("WARC-Record-ID")] = \
+                    rec.rec_headers.get_header("WARC-Target-URI")
+    return found
+
+
+@needs_corpus
+@pytest.mark.parametrize("path", sorted(WARCS.glob("*/*")), ids=lambda p: p.name)
+def test_every_corpus_warc_reads_without_an_exception(path):
+    rows, failed, _ = read(path, batch_bytes=4096)  # small batches: many batch boundaries
+    for row in rows:
+        assert row["id"] == row["warc_record_id"] and row["text"] and row["warc_file"] == path.name
+    assert all(f.reason and f.file == path.name and f.offset is not None for f in failed)
+
+
+@needs_corpus
+@pytest.mark.parametrize("name", ["commoncrawl/resiliparse-cc-excerpt.warc.gz",
+                                  "wget/dolma-sample-0000.warc.gz",
+                                  "wget/dolma-sample-0001.warc.gz",
+                                  "heritrix/BL-20140325121225068-00000-32090-opera-8443.warc.gz"])
+def test_documents_are_the_html_responses_warcio_finds(name):
+    rows, failed, notes = read(WARCS / name)
+    assert failed == []
+    assert {r["id"]: r["url"] for r in rows} == warcio_html_responses(WARCS / name)
+    assert notes["skipped_request"] > 0
+
+
+@needs_corpus
+def test_common_crawl_counts_match_the_corpus_readme():
+    # README: warcinfo 1, request 17, response 16 (16 HTML), metadata 16
+    rows, failed, notes = read(WARCS / "commoncrawl/resiliparse-cc-excerpt.warc.gz")
+    assert (len(rows), failed) == (16, [])
+    assert (notes["skipped_warcinfo"], notes["skipped_request"], notes["skipped_metadata"]) == \
+        (1, 17, 16)
+
+
+@needs_corpus
+def test_a_clipped_gzip_record_fails_with_its_reason_and_position():
+    rows, failed, _ = read(WARCS / "edge_cases/resiliparse-clipped.warc.gz")
+    assert rows == [] and len(failed) == 1
+    assert failed[0].reason == "truncated_gzip" and failed[0].offset == 0
+    assert "88275" in failed[0].error  # the record's Content-Length
+
+
+@needs_corpus
+def test_a_truncated_record_fails_and_reading_goes_on():
+    rows, failed, notes = read(WARCS / "edge_cases/warcio-example-trunc.warc")
+    assert len(rows) == 1 and rows[0]["url"] == "http://example.com/"
+    assert [f.reason for f in failed] == ["bad_record"]
+    assert notes["skipped_request"] == 1  # the record after the damage is read
+
+
+@needs_corpus
+def test_an_arc_file_is_read_with_warcio_and_its_ids_are_stable():
+    path = WARCS / "edge_cases/warcio-example.arc.gz"
+    first, failed, notes = read(path)
+    again, _, _ = read(path)
+    assert failed == [] and notes["read_with_warcio"] == 1
+    assert len(first) == 1 and "Example Domain" in first[0]["text"]
+    assert [r["id"] for r in first] == [r["id"] for r in again]
+
+
+def _page(body: str) -> bytes:
+    return f"<html><head><title>t</title></head><body><p>{body}</p></body></html>".encode()
+
+
+def test_bad_input_is_counted_with_its_reason(tmp_path):
+    good = _page("A page of ordinary text. " * 20)
+    pages = [("http://a/good", good, "text/html; charset=utf-8"),
+             ("http://a/binary", bytes(range(256)) * 40, "text/html"),
+             ("http://a/empty", b"", "text/html"),
+             ("http://a/unknown", _page("caf\xe9 cr\xe8me"),
+              "text/html; charset=x-no-such-charset"),
+             ("http://a/image", b"\x89PNG\r\n\x1a\n" + bytes(100), "image/png"),
+             ("http://a/latin", _page("caf\xe9").decode().encode("latin-1"), "text/html")]
+    ids = write_warc(tmp_path / "bad.warc.gz", pages)
+    rows, failed, notes = read(tmp_path / "bad.warc.gz")
+    by_url = {r["url"]: r for r in rows}
+    assert set(by_url) == {"http://a/good", "http://a/unknown", "http://a/latin"}
+    assert {f.reason: f.id for f in failed} == {"binary_content": ids[1], "empty": ids[2]}
+    assert notes["charset_unknown"] == 1 and notes["skipped_not_html"] == 1
+    assert "café" in by_url["http://a/latin"]["text"]  # no label: detected
+    assert by_url["http://a/good"]["id"] == ids[0]
+
+
+def test_undecodable_bytes_are_replaced_and_counted(tmp_path):
+    payload = _page("valid text ") + b"\xff\xfe\xfa" + _page(" more text")
+    write_warc(tmp_path / "r.warc", [("http://a/", payload, "text/html; charset=utf-8")],
+               gzip=False)
+    rows, failed, notes = read(tmp_path / "r.warc")
+    assert failed == [] and notes["replaced_bytes"] == 3
+    assert rows[0]["text"].count("\ufffd") == 3
+
+
+@pytest.mark.parametrize("delta", [-40, 40])
+def test_a_wrong_content_length_costs_only_the_damaged_records(tmp_path, delta):
+    path = tmp_path / "wrong.warc"
+    with open(path, "wb") as f:
+        writer = WARCWriter(f, gzip=False)
+        for i in range(3):
+            writer.write_record(response_record(writer, f"http://a/{i}",
+                                                _page(f"page {i} " * 30)))
+    raw = path.read_bytes()
+    # warcio writes the true length: put a wrong one in the second record's header
+    starts = [m.start() for m in re.finditer(rb"WARC/1\.", raw)]
+    header_end = raw.index(b"\r\n\r\n", starts[1])
+    header = raw[starts[1]:header_end]
+    true = int(re.search(rb"Content-Length: (\d+)", header).group(1))
+    header = header.replace(f"Content-Length: {true}".encode(),
+                            f"Content-Length: {true + delta}".encode())
+    path.write_bytes(raw[:starts[1]] + header + raw[header_end:])
+    rows, failed, _ = read(path)
+    urls = [r["url"] for r in rows]
+    assert "http://a/0" in urls and "http://a/2" in urls
+    assert len(rows) + len(failed) >= 3 and failed
+    assert all(f.reason in ("bad_record", "truncated_record") for f in failed)
+
+
+def test_a_gzip_member_cut_short_at_the_end(tmp_path):
+    path = tmp_path / "cut.warc.gz"
+    pages = [(f"http://a/{i}", _page(f"{i} " + "varied words here " * (50 + i)), "text/html")
+             for i in range(3)]
+    write_warc(path, pages)
+    data = path.read_bytes()
+    starts = [m.start() for m in re.finditer(b"\x1f\x8b\x08", data)]
+    path.write_bytes(data[:starts[2] + (len(data) - starts[2]) // 2])
+    rows, failed, _ = read(path)
+    assert [r["url"] for r in rows] == ["http://a/0", "http://a/1"]
+    assert [(f.reason, f.offset) for f in failed] == [("truncated_gzip", starts[2])]
+    gzip.decompress(data)  # the uncut file was whole
+
+
+def test_a_corrupt_gzip_member_in_the_middle_loses_only_its_record(tmp_path):
+    path = tmp_path / "mid.warc.gz"
+    pages = [(f"http://a/{i}", _page(f"{i} " + "varied words here " * (50 + i)), "text/html")
+             for i in range(3)]
+    write_warc(path, pages)
+    data = bytearray(path.read_bytes())
+    starts = [m.start() for m in re.finditer(b"\x1f\x8b\x08", bytes(data))]
+    middle = (starts[1] + starts[2]) // 2
+    data[middle:middle + 8] = b"\x00" * 8
+    path.write_bytes(bytes(data))
+    rows, failed, _ = read(path)
+    assert [r["url"] for r in rows] == ["http://a/0", "http://a/2"]
+    assert len(failed) == 1 and failed[0].reason == "corrupt_gzip"
