@@ -1,0 +1,1 @@
+"""Stages that turn raw markup (LaTeX, HTML) in ``text`` into prose."""

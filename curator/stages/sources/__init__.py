@@ -1,0 +1,1 @@
+"""Source stages that read raw corpora (arXiv, Wikipedia, web archives) into documents."""
