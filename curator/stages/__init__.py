@@ -19,4 +19,7 @@ BUILTIN: dict[str, str] = {
     "decontaminate": "curator.stages.decontaminate",
     "tokenize": "curator.stages.tokenize",
     "pack": "curator.stages.pack",
+    "arxiv": "curator.stages.sources.arxiv",
+    "extract_latex": "curator.stages.extract.latex",
+    "wikipedia": "curator.stages.sources.wikipedia",
 }
