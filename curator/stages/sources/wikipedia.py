@@ -33,6 +33,13 @@ _DISAMBIGUATION_WORDS = ("disambiguation", "曖昧さ回避")
 _REDIRECT = re.compile(r"^\s*#(?:redirect|転送|リダイレクト)\s*:?\s*\[\[", re.I)
 _INTERLANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[a-z]+)*:")
 _BLANK_LINES = re.compile(r"\n\s*\n\s*(?:\n\s*)*")
+_SPACES = re.compile(r"[ \t]+")
+_PAREN_OPEN = re.compile(r"([(\uff08])\s*(?:[,;\u3001\uff0c]\s*)+")
+_PAREN_CLOSE = re.compile(r"(?:\s*[,;\u3001\uff0c])+\s*([)\uff09])")
+_EMPTY_PARENS = re.compile(r"\s*[(\uff08]\s*[)\uff09]")
+HEADING_MARK = "\x02"
+INLINE_FIRST_ARG = frozenset({"nihongo", "nowrap", "nobold", "small", "小文字", "仮リンク",
+                              "lang-ja", "en", "ill", "interlanguage link", "ruby"})
 FILE_ALIASES = ("file", "image", "ファイル", "画像", "media")
 CATEGORY_ALIASES = ("category", "カテゴリ")
 REMOVED_TAGS = frozenset({"table", "ref", "references", "gallery", "imagemap", "timeline",
@@ -67,7 +74,11 @@ def _prefixes(site: SiteInfo, key: int, aliases: tuple[str, ...]) -> set[str]:
 
 def wikitext_to_text(code, site: SiteInfo) -> str:
     """Plain text: templates, refs, tables, galleries, files, categories and interlanguage
-    links removed; headings and list items kept as lines of text; links as their text."""
+    links removed (a few inline templates keep their text: {{lang}}, {{convert}}, ...);
+    headings kept as lines, except those left with nothing under them; list items as lines;
+    links as their text."""
+    import mwparserfromhell
+
     files = _prefixes(site, 6, FILE_ALIASES)
     categories = _prefixes(site, 14, CATEGORY_ALIASES)
     namespaces = {n.lower() for n in site.namespaces.values() if n}
@@ -80,9 +91,45 @@ def wikitext_to_text(code, site: SiteInfo) -> str:
         if prefix in files or prefix in categories or (
                 _INTERLANGUAGE.match(title) and prefix not in namespaces):
             _remove(code, link)
+    for template in code.filter_templates(recursive=False):
+        if (kept := _template_text(template)) is not None:
+            with contextlib.suppress(ValueError):
+                code.replace(template, kept)
+    for heading in code.filter_headings(recursive=False):
+        title = mwparserfromhell.parse(str(heading.title)).strip_code().strip()
+        with contextlib.suppress(ValueError):
+            code.replace(heading, f"{HEADING_MARK}{title}\n")
     text = code.strip_code(normalize=True, collapse=True)
-    lines = (line.strip() for line in text.split("\n"))
-    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
+    text = _EMPTY_PARENS.sub("", _PAREN_OPEN.sub("(", _PAREN_CLOSE.sub(")", text)))
+    lines = [_SPACES.sub(" ", line).strip() for line in text.split("\n")]
+    return _BLANK_LINES.sub("\n\n", "\n".join(_drop_empty_sections(lines))).strip()
+
+
+def _template_text(template) -> str | None:
+    """The text an inline template shows, for the few kept; None for the others."""
+    name = _template_name(str(template.name)).lower()
+    args = [str(p.value).strip() for p in template.params if not p.showkey]
+    if name in ("lang", "transl") and args:
+        return args[-1]
+    if name in INLINE_FIRST_ARG and args:
+        return args[0]
+    if name in ("convert", "cvt") and len(args) >= 2:
+        return f"{args[0]} {args[1]}"
+    return None
+
+
+def _drop_empty_sections(lines: list[str]) -> list[str]:
+    """Heading lines with a blank line before them; a heading with no text under it (before
+    the next heading or the end) goes."""
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if not line.startswith(HEADING_MARK):
+            out.append(line)
+            continue
+        following = next((x for x in lines[i + 1:] if x), None)
+        if following is not None and not following.startswith(HEADING_MARK):
+            out += ["", line[len(HEADING_MARK):]]
+    return out
 
 
 def _remove(code, node) -> None:
