@@ -137,6 +137,17 @@ def floats_to_captions(tex: str) -> str:
     return _TABULAR.sub("", _FLOAT.sub(captions, tex))
 
 
+# Layout and bookkeeping macros whose arguments are no text: dropped with their arguments.
+DISCARDED_WITH_ARGS = {
+    "bibliographystyle": "{", "setlength": "{{", "addtolength": "{{", "setcounter": "{{",
+    "addtocounter": "{{", "addcontentsline": "{{{", "hypersetup": "{", "graphicspath": "{",
+    "pagestyle": "{", "thispagestyle": "{", "newtheorem": "*{[{[", "theoremstyle": "{",
+    "numberwithin": "{{", "crefname": "{{{", "Crefname": "{{{", "definecolor": "{{{",
+    "usetikzlibrary": "{", "captionsetup": "[{", "renewcommand": "*{[[{", "vskip": "",
+    "linespread": "{", "fontsize": "{{", "selectfont": "", "resizebox": "*{{",
+}
+
+
 @lru_cache(maxsize=1)
 def _converter():
     from pylatexenc import latex2text, latexwalker, macrospec
@@ -157,6 +168,7 @@ def _converter():
             "cref", "Cref", "autoref", "nameref", "pageref", "vref", "citet", "citep",
             "citealp", "citealt", "citeauthor", "citeyear", "thanks", "affiliation",
             "email", "orcid", "keywords")] + [
+        *(macrospec.MacroSpec(name, args) for name, args in DISCARDED_WITH_ARGS.items()),
         macrospec.MacroSpec("caption", "*[{"),
         macrospec.MacroSpec("href", "{{"),
         macrospec.MacroSpec("texttt", "{"),
@@ -176,6 +188,7 @@ def _converter():
             "part", "chapter", "section", "subsection", "subsubsection", "paragraph")),
         *(latex2text.MacroTextSpec(name, simplify_repl="[ref]") for name in refs),
         *(latex2text.MacroTextSpec(name, simplify_repl="") for name in gone),
+        *(latex2text.MacroTextSpec(name, simplify_repl="") for name in DISCARDED_WITH_ARGS),
         *(latex2text.MacroTextSpec(name, simplify_repl=_CITE_MARK) for name in cites),
         *(latex2text.MacroTextSpec(name, simplify_repl=text) for name, text in marks.items()),
         *(latex2text.MacroTextSpec(name, simplify_repl=argument(-1)) for name in (
