@@ -40,6 +40,9 @@ _EXPORTS = {
     "Tokenize": "curator.stages.tokenize",
     "Pack": "curator.stages.pack",
     "Decontaminate": "curator.stages.decontaminate",
+    "ArxivSource": "curator.stages.sources.arxiv",
+    "ExtractLatex": "curator.stages.extract.latex",
+    "Wikipedia": "curator.stages.sources.wikipedia",
 }
 
 __all__ = sorted(_EXPORTS)
