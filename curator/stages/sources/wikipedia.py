@@ -17,7 +17,7 @@ from pydantic import Field
 from curator.batch import REASON, Failure, Shard, SourceBatch
 from curator.io.files import list_shards
 from curator.io.wikidump import DumpError, Page, SiteInfo, iter_pages, stream_offsets
-from curator.stages.base import FileSource
+from curator.stages.base import Source
 
 MULTISTREAM = "multistream.xml.bz2"
 RANGE_MARK = "#bytes="
@@ -137,7 +137,7 @@ def _remove(code, node) -> None:
         code.remove(node)
 
 
-class Wikipedia(FileSource):
+class Wikipedia(Source):
     """Read MediaWiki XML dumps (.xml, .xml.bz2; local or fsspec), streamed page by page. A
     multistream dump (``*-multistream.xml.bz2``) beside its index
     (``*-multistream-index.txt.bz2``) is split into shards of ``streams_per_shard`` bz2
