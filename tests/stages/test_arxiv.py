@@ -120,11 +120,11 @@ def test_main_file_and_inputs_of_real_papers():
 
 
 def _bomb() -> bytes:
-    return make_tar({"main.tex": PAPER.encode(), "pad.tex": bytes(300 << 20)})
+    return make_tar({"main.tex": PAPER.encode(), "pad.tex": bytes(64 << 20)})
 
 
 @needs_corpus
-def test_curate_run_real_papers_with_hostile_archives(tmp_path):
+def test_curate_run_real_papers_with_hostile_archives(tmp_path, dask_scheduler):
     inputs = tmp_path / "in"
     inputs.mkdir()
     for item in CORPUS.iterdir():
@@ -138,12 +138,12 @@ def test_curate_run_real_papers_with_hostile_archives(tmp_path):
     (inputs / "2301.00003.gz").write_bytes(gzip.compress(PAPER.encode()))  # a single .tex
     (inputs / "2301.00004.tar.gz").write_bytes(make_tar({"notes.txt": b"no LaTeX here"}))
     config = tmp_path / "p.yaml"
-    config.write_text(f"name: arxiv\noutput: {tmp_path / 'run'}\nexecutor: {{type: local}}\n"
+    config.write_text(f"name: arxiv\noutput: {tmp_path / 'run'}\nexecutor: {{type: dask}}\n"
                       "stages:\n"
                       f"  - {{type: arxiv, path: '{inputs}/*'}}\n"
                       "  - {type: extract_latex}\n"
                       "  - {type: write_jsonl}\n")
-    result = CliRunner().invoke(app, ["run", str(config)])
+    result = CliRunner().invoke(app, ["run", str(config), "--scheduler", dask_scheduler])
     assert result.exit_code == 0, result.output
     run = tmp_path / "run"
     stats = assert_accounting(run)
