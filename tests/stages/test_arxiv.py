@@ -162,6 +162,8 @@ def test_curate_run_real_papers_with_hostile_archives(tmp_path, dask_scheduler):
             for line in path.read_text().splitlines()]
     assert len(docs) == 9 and {"2301.00003", "1911.02782", "1907.10121"} <= {
         d["arxiv_id"] for d in docs}
+    again = CliRunner().invoke(app, ["run", str(config), "--scheduler", dask_scheduler])
+    assert again.exit_code == 0 and "0 shards run, 12 resumed" in again.output, again.output
     for doc in docs:
         tokens, leftover = leftover_commands(doc["text"])
         assert leftover / tokens < 0.005, doc["id"]

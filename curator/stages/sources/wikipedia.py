@@ -176,27 +176,35 @@ class Wikipedia(Source):
         site = SiteInfo()
         rows: list[dict] = []
         removed: list[dict] = []
+        failed: list[Failure] = []
         size, notes = 0, Counter()
         try:
             for item in iter_pages(url, byte_range):
                 if isinstance(item, SiteInfo):
                     site = item
                     continue
-                row, reason = self._document(item, site)
+                try:
+                    row, reason = self._document(item, site)
+                except Exception as err:  # a parser bug must not end the shard
+                    failed.append(Failure(stage=stage, file=shard.label, offset=item.offset,
+                                          id=f"{site.dbname}:{item.page_id}",
+                                          reason="wikitext_error",
+                                          error=f"wikitext_error: {type(err).__name__}: {err}"))
+                    continue
                 if reason is None:
                     rows.append(row)
                     size += len(row["text"])
                 else:
                     removed.append({**row, "text": "", REASON: reason})
                 if size >= batch_bytes or len(removed) >= 10_000:
-                    yield _batch(rows, removed, [], notes)
-                    rows, removed, size, notes = [], [], 0, Counter()
+                    yield _batch(rows, removed, failed, notes)
+                    rows, removed, failed, size, notes = [], [], [], 0, Counter()
         except DumpError as err:
             failure = Failure(stage=stage, error=f"{err}; the pages after it are lost",
                               file=shard.label, reason="damaged_dump")
-            yield _batch(rows, removed, [failure], notes)
+            yield _batch(rows, removed, [*failed, failure], notes)
             return
-        yield _batch(rows, removed, [], notes)
+        yield _batch(rows, removed, failed, notes)
 
     def _document(self, page: Page, site: SiteInfo) -> tuple[dict, str | None]:
         import mwparserfromhell
