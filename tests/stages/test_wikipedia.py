@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -109,8 +111,12 @@ def test_curate_run_counts_every_page_and_resumes(tmp_path):
     assert sorted(d["id"] for d in docs) == ["enwiki:160238", "enwiki:361001", "jawiki:2135",
                                              "jawiki:2301"]
     assert all(d["source"] == "wikipedia" for d in docs)
-    rejected = sorted((run / "rejected" / "wikipedia").glob("*.parquet"))
-    assert rejected
+    rejected = pa.concat_tables([pq.read_table(p) for p in
+                                 sorted((run / "rejected" / "wikipedia").glob("*.parquet"))])
+    assert sorted(zip(rejected.column("title").to_pylist(),
+                      rejected.column("reason").to_pylist(), strict=True))[:3] == [
+        ("Fuji (disambiguation)", "disambiguation"), ("Fujiyama", "redirect"),
+        ("Mercury", "disambiguation")]
     written = {p: p.read_bytes() for p in parts}
     again = CliRunner().invoke(app, ["run", str(config)])
     assert again.exit_code == 0 and "0 shards run, 4 resumed" in again.output
