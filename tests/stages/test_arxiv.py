@@ -41,6 +41,8 @@ We present \method, a method for flows in $\R^n$.
 \section{Introduction}\label{sec:intro}
 Prior work by Smith \etal{} \cite{smith2020} is \emph{slow} and \textbf{costly}. % a remark
 See Section~\ref{sec:method} and 50\% of cases.
+As \citet{jones} showed
+\citep[e.g.][p.~3]{a,b}, flows help.
 \begin{figure}[t]
 \centering
 \includegraphics[width=\linewidth]{fig1.pdf}
@@ -78,7 +80,7 @@ def test_latex_to_prose_rules():
     assert "We present SparseFlow, a method for flows in $\\mathbb{R}^n$." in text
     assert "Introduction" in lines and "Method" in lines  # headings as their own lines
     assert "Prior work by Smith et al. is slow and costly." in text  # cite dropped
-    assert "See Section [ref] and 50% of cases." in text
+    assert "See Section [ref] and 50% of cases. As [cite] showed, flows help." in text
     assert "Speed of SparseFlow on large graphs." in lines  # figure -> its caption
     assert "Results." in lines and "a & b" not in text  # table -> caption, tabular gone
     assert "\\begin{equation}\nx \\in \\mathbb{R}^n .\n\\end{equation}" in text  # math kept

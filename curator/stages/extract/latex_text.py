@@ -33,6 +33,8 @@ _FLOAT = re.compile(r"\\begin\s*\{(figure|table|wrapfigure|wraptable|sidewaysfig
 _CAPTION = re.compile(r"\\caption\*?\s*(?:\[[^\]]*\])?\s*(?=\{)")
 _TABULAR = re.compile(r"\\begin\s*\{(tabular[xy*]?|longtable|tikzpicture|algorithmic|algorithm"
                       r"|lstlisting|verbatim)\}.*?\\end\s*\{\1\}", re.S)
+_OWN_LINE = re.compile(r"\\begin\{|\\end\{|\\\[|\\\]|\$\$|\* |- |\d+\. ")
+_DISPLAY_END = re.compile(r"\\end\{[^}]*\}$|\\\]$|\$\$$")
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 _SPACES = re.compile(r"[ \t\xa0]+")
 _MACRO_NAME_END = r"(?![A-Za-z@])"
@@ -41,7 +43,7 @@ _LINEBREAK_SPACING = re.compile(r"(?<!\\)\\\\\*?\s*\[\s*-?[\d.]+\s*[a-z]{2}\s*\]
 # it with it ("detections \cite{x}." -> "detections."); \xspace is a space unless punctuation or
 # a space follows.
 _CITE_MARK, _XSPACE_MARK = "\x00", "\x01"
-_CITE_GAP = re.compile(r"[ \t\xa0]*\x00+")
+_CITE_GAP = re.compile(r"[ \t\xa0]*\n?[ \t\xa0]*\x00+")
 _XSPACE = re.compile(r"\x01(?=[\s.,;:!?)\]'\x01]|$)")
 
 
@@ -164,10 +166,12 @@ def _converter():
 
     walker_db = latexwalker.get_default_latex_context_db()
     walker_db.add_context_category("curator", prepend=True, macros=[
-        macrospec.MacroSpec(name, "*{") for name in (
-            "cref", "Cref", "autoref", "nameref", "pageref", "vref", "citet", "citep",
-            "citealp", "citealt", "citeauthor", "citeyear", "thanks", "affiliation",
-            "email", "orcid", "keywords")] + [
+        *(macrospec.MacroSpec(name, "*[[{") for name in (
+            "cite", "citet", "Citet", "citep", "citealp", "citealt", "citeauthor", "Citeauthor",
+            "citeyear", "parencite", "autocite", "footcite", "textcite", "Textcite", "nocite")),
+        *(macrospec.MacroSpec(name, "*{") for name in (
+            "cref", "Cref", "autoref", "nameref", "pageref", "vref", "thanks", "affiliation",
+            "email", "orcid", "keywords")),
         *(macrospec.MacroSpec(name, args) for name, args in DISCARDED_WITH_ARGS.items()),
         macrospec.MacroSpec("caption", "*[{"),
         macrospec.MacroSpec("href", "{{"),
@@ -177,7 +181,9 @@ def _converter():
     marks = {"xspace": _XSPACE_MARK, "TeX": "TeX", "LaTeX": "LaTeX", "LaTeXe": "LaTeX2e",
              "BibTeX": "BibTeX", "ie": "i.e.", "eg": "e.g.", "etal": "et al."}
     refs = ("ref", "eqref", "cref", "Cref", "autoref", "nameref", "vref", "pageref")
-    cites = ("cite", "citet", "citep", "citealp", "citealt", "citeauthor", "citeyear", "nocite")
+    cites = ("cite", "citep", "citealp", "nocite", "parencite", "autocite", "footcite")
+    textual_cites = ("citet", "Citet", "citealt", "citeauthor", "Citeauthor", "citeyear",
+                     "textcite", "Textcite")
     gone = ("label", "thanks", "affiliation", "email", "orcid", "keywords",
             "includegraphics", "bibliographystyle", "newpage", "clearpage", "maketitle",
             "tableofcontents", "appendix", "centering", "noindent", "medskip", "smallskip",
@@ -190,6 +196,7 @@ def _converter():
         *(latex2text.MacroTextSpec(name, simplify_repl="") for name in gone),
         *(latex2text.MacroTextSpec(name, simplify_repl="") for name in DISCARDED_WITH_ARGS),
         *(latex2text.MacroTextSpec(name, simplify_repl=_CITE_MARK) for name in cites),
+        *(latex2text.MacroTextSpec(name, simplify_repl="[cite]") for name in textual_cites),
         *(latex2text.MacroTextSpec(name, simplify_repl=text) for name, text in marks.items()),
         *(latex2text.MacroTextSpec(name, simplify_repl=argument(-1)) for name in (
             "texttt", "textsc", "textsf", "textrm", "textmd", "textup", "textnormal", "mbox",
@@ -217,7 +224,21 @@ def latex_to_text(tex: str, keep_abstract: bool = True) -> str:
     text = _XSPACE.sub("", _CITE_GAP.sub("", text)).replace(_XSPACE_MARK, " ")
     text = _SPACES.sub(" ", text)
     lines = "\n".join(line.strip() for line in text.split("\n"))
-    return _BLANK_LINES.sub("\n\n", lines).strip()
+    paragraphs = _BLANK_LINES.sub("\n\n", lines).strip().split("\n\n")
+    return "\n\n".join(_reflow(p) for p in paragraphs)
+
+
+def _reflow(paragraph: str) -> str:
+    """A paragraph's source lines joined into one (a single newline is a space in LaTeX),
+    except around display math and list items, which keep lines of their own."""
+    out: list[str] = []
+    for line in paragraph.split("\n"):
+        if out and not _OWN_LINE.match(line) and not _OWN_LINE.match(out[-1]) \
+                and not _DISPLAY_END.search(out[-1]):
+            out[-1] += " " + line
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 _MATH = re.compile(r"\$\$.*?\$\$|\$.*?\$|\\\[.*?\\\]|\\\(.*?\\\)"
