@@ -14,9 +14,10 @@ NO_TEXT = "no_text"
 
 class ExtractLatex(BatchStage):
     """Turn the LaTeX in ``text`` into prose: comments, preamble and bibliography cut,
-    argument-less macros expanded, headings kept as lines, formatting unwrapped, citations and
-    labels dropped, references as ``[ref]``, figures and tables as their captions, math kept as
-    written. A document that yields no text is removed (reason ``no_text``)."""
+    argument-less macros expanded, headings kept as lines, formatting unwrapped, labels and
+    parenthetical citations dropped, textual citations as ``[cite]``, references as
+    ``[ref]``, figures and tables as their captions, math kept as written. A document that
+    yields no text is removed (reason ``no_text``)."""
 
     type = "extract_latex"
     version = 1

@@ -2,8 +2,9 @@
 argument-less macros, preamble, bibliography), then pylatexenc's parser for the markup.
 
 Math stays as written (``$...$``, ``\\[...\\]``, equation environments), as RedPajama and
-Dolma keep it; \\cite and \\label disappear, references become ``[ref]``; figures and tables
-become their captions. docs/sources.md says why.
+Dolma keep it; \\label and parenthetical citations disappear, textual citations become
+``[cite]``, references ``[ref]``; figures and tables become their captions.
+docs/sources.md says why.
 """
 
 from __future__ import annotations
