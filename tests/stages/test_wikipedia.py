@@ -76,6 +76,9 @@ def test_bz2_and_multistream_shards_read_the_same(lang):
     multi = Wikipedia(path=str(DATA / f"{lang}wiki-sample-pages-articles-multistream.xml.bz2"),
                       streams_per_shard=1)
     assert len(multi.shards()) == {"ja": 3, "en": 4}[lang]  # 2 pages per stream (6, 7 pages)
+    globbed = Wikipedia(path=str(DATA / f"{lang}wiki-sample-pages-articles-multistream*"),
+                        streams_per_shard=1)
+    assert globbed.shards() == multi.shards()  # the index beside it is no dump
     assert plain == packed == read_all(multi)
 
 

@@ -154,6 +154,8 @@ class Wikipedia(Source):
     def shards(self) -> list[Shard]:
         shards = []
         for shard in list_shards(self.path):
+            if "-index.txt" in shard.label:  # a multistream index matched by the same glob
+                continue
             index = _index_of(shard.path)
             if index is None:
                 shards.append(shard)
