@@ -43,6 +43,9 @@ _EXPORTS = {
     "ReadWarc": "curator.stages.sources.warc",
     "ExtractHtml": "curator.stages.extract.html",
     "CommonCrawl": "curator.stages.sources.common_crawl",
+    "ArxivSource": "curator.stages.sources.arxiv",
+    "ExtractLatex": "curator.stages.extract.latex",
+    "Wikipedia": "curator.stages.sources.wikipedia",
 }
 
 __all__ = sorted(_EXPORTS)

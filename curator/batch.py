@@ -93,11 +93,14 @@ class Shard:
 
 @dataclass
 class SourceBatch:
-    """Rows read from a shard, the records that could not be read, and notes (``id_converted``)."""
+    """Rows read from a shard, the records that could not be read, the records the source
+    skips on purpose (``removed``, with a ``reason`` column: a redirect page), and notes
+    (``id_converted``)."""
 
     table: pa.Table
     failed: list[Failure] = field(default_factory=list)
     notes: Counter = field(default_factory=Counter)  # what the reader changed, counted
+    removed: pa.Table | None = None
 
 
 def concat(tables: list[pa.Table]) -> pa.Table:

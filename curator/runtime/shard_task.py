@@ -176,6 +176,11 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
             count.seconds += time.perf_counter() - started
             if batch.failed:
                 outputs.fail(task.stages[0][0], batch.failed)
+            if batch.removed is not None and batch.removed.num_rows:
+                count.n_in += batch.removed.num_rows
+                count.removed += batch.removed.num_rows
+                count.removed_by_reason.update(batch.removed.column(REASON).to_pylist())
+                outputs.reject(task.stages[0][0], with_source(batch.removed, source_name))
             table = with_source(table, source_name)
         for name, stage in batch_stages:
             if table.num_rows == 0:  # emptied: the stage's files still get its columns

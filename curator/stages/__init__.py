@@ -22,4 +22,7 @@ BUILTIN: dict[str, str] = {
     "pack": "curator.stages.pack",
     "read_warc": "curator.stages.sources.warc",
     "extract_html": "curator.stages.extract.html",
+    "arxiv": "curator.stages.sources.arxiv",
+    "extract_latex": "curator.stages.extract.latex",
+    "wikipedia": "curator.stages.sources.wikipedia",
 }

@@ -1,1 +1,1 @@
-"""Stages that turn markup (HTML) into plain text."""
+"""Stages that turn raw markup (HTML, LaTeX) in ``text`` into prose."""

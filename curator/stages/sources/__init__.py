@@ -1,1 +1,1 @@
-"""Sources of raw web data (WARC files, crawls)."""
+"""Sources of raw corpora: web archives, Common Crawl, arXiv, Wikipedia."""
