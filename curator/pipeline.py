@@ -45,7 +45,7 @@ class PipelineModel(BaseModel):
         "ids", description="What rejected/<stage>/ keeps of removed documents.")
     batch_bytes: int = Field(32 << 20, gt=0, description="Target size of a batch in bytes.")
     part_bytes: int = Field(
-        256 << 20, gt=0, description="Text bytes per part handed to a dataset stage (dedup, "
+        64 << 20, gt=0, description="Text bytes per part handed to a dataset stage (dedup, "
         "decontaminate): a large input file is cut into parts of this size, so that the memory "
         "of a dataset stage's task does not grow with the input files.")
     max_failed_fraction: float = Field(

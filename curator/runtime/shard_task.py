@@ -40,7 +40,7 @@ class ShardTask:
     batch_bytes: int
     keep_intermediate: bool  # write kept rows for a following dataset stage
     max_failed_fraction: float = 0.1
-    part_bytes: int = 256 << 20  # text per intermediate part (a new file past it)
+    part_bytes: int = 64 << 20  # text per intermediate part (a new file past it)
     isolate: bool = False  # run every stage in a sandbox (its worker died on this shard)
 
     @property
