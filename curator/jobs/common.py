@@ -140,6 +140,7 @@ worker() {  # dask worker with the options every worker shares
 run_node() {  # on every host: GPU workers, CPU workers; until killed
   local pids=() gpus=() cpus
   mkdir -p "$NODE_SCRATCH"
+  exec 3>&2 >>"$RUN_DIR/jobs/workers-$JOB_KEY-$(hostname).log" 2>&1  # 3: the job's log
   if [ "$GPU_WORKERS" = yes ]; then mapfile -t gpus < <(gpu_ids); fi
   if [ "${#gpus[@]}" -gt 0 ]; then
     if "${RUN_IN[@]}" "$PYTHON" -c 'import dask_cuda' 2>/dev/null; then
@@ -160,7 +161,7 @@ run_node() {  # on every host: GPU workers, CPU workers; until killed
   pids+=($!)
   echo "$(( ${#gpus[@]} + cpus ))" > "$READY_DIR/.$(hostname)-$$"
   mv "$READY_DIR/.$(hostname)-$$" "$READY_DIR/$(hostname)-$$"
-  log "$(hostname): ${#gpus[@]} GPU and $cpus CPU workers; scratch $NODE_SCRATCH"
+  log "$(hostname): ${#gpus[@]} GPU and $cpus CPU workers; scratch $NODE_SCRATCH" 2>&3
   trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM INT HUP USR1 USR2
   wait
   wait
@@ -211,7 +212,7 @@ NHOSTS=$(count_hosts)
 log "job $JOB_KEY: $NHOSTS hosts; scheduler file $SCHEDULER_FILE"
 
 "${RUN_IN[@]}" "$PYTHON" -m distributed.cli.dask_scheduler --scheduler-file "$SCHEDULER_FILE" \
-  --port 0 --dashboard-address :0 "${IFACE_ARGS[@]}" &
+  --port 0 --dashboard-address :0 "${IFACE_ARGS[@]}" >"$RUN_DIR/jobs/scheduler-$JOB_KEY.log" 2>&1 &
 SCHEDULER_PID=$!
 
 launch_nodes &

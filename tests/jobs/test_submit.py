@@ -32,7 +32,7 @@ def curate(*args: str, env: dict[str, str] | None = None,
                           capture_output=True, timeout=120, env=env)
 
 
-def write_config(tmp: Path, middle: str = "", name: str = "p.yaml") -> Path:
+def write_config(tmp: Path, middle: str = "", name: str = "p.yaml", head: str = "") -> Path:
     inputs = tmp / "in"
     if not inputs.exists():
         write_shards(inputs, 4, copies=2)  # every document twice: exact_dedup removes half
@@ -40,6 +40,7 @@ def write_config(tmp: Path, middle: str = "", name: str = "p.yaml") -> Path:
     config.write_text(f"""
 name: scale
 output: {tmp / "run"}
+{head}
 stages:
   - {{type: read_jsonl, path: "{inputs}/*.jsonl"}}
 {middle}  - {{type: exact_dedup}}
@@ -120,7 +121,9 @@ def test_job_script_runs_the_pipeline_on_a_cluster_it_starts_and_stops(tmp_path,
     assert results(tmp_path / "run") == want
     assert sum(1 for name in want if name.startswith("write_parquet/")) == 4
     jobs = tmp_path / "run" / "jobs"
-    assert not list(jobs.glob("scheduler-*")) and not list(jobs.glob("ready-*"))
+    assert not list(jobs.glob("scheduler-*.json")) and not list(jobs.glob("ready-*"))
+    assert "Register worker" in (jobs / "scheduler-77.log").read_text()
+    assert len(list(jobs.glob("workers-77-*.log"))) == 1  # both "hosts" are this one
     deadline = time.monotonic() + 10
     while job_processes(tmp_path / "run") and time.monotonic() < deadline:
         time.sleep(0.2)
