@@ -53,6 +53,7 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_decontaminate.py
 	$(PY) benchmarks/bench_heuristics.py
 	$(PY) benchmarks/bench_nemo.py
+	$(PY) benchmarks/bench_scaling.py  # meant for a 16-core machine: --workers 1,2 here
 
 lint: install-dev
 	$(VENV)/bin/ruff check curator tests benchmarks
