@@ -77,13 +77,12 @@ def _q(value: object) -> str:
 
 def settings(spec: JobSpec, script: Path) -> str:
     """The variables the body reads, as bash assignments."""
-    run_in = ""
+    container_args = ""
     python = spec.python
     if spec.container:
         binds = [str(spec.run_dir), str(spec.workdir), str(spec.config.parent), *spec.binds]
         bind_args = " ".join(f"--bind {_q(b)}" for b in dict.fromkeys(binds))
-        gpu = "--nv " if spec.gpu else ""
-        run_in = f"apptainer exec {gpu}{bind_args} {_q(spec.container)}"
+        container_args = ("--nv " if spec.gpu else "") + bind_args
         python = "python3"
     sets = " ".join(f"--set {_q(s)}" for s in spec.sets)
     return "\n".join([
@@ -92,7 +91,8 @@ def settings(spec: JobSpec, script: Path) -> str:
         f"WORKDIR={_q(spec.workdir)}",
         f"JOB_SCRIPT={_q(script)}",
         f"PYTHON={_q(python)}",
-        f"RUN_IN=({run_in})",
+        f"CONTAINER={_q(spec.container or '')}",
+        f"CONTAINER_ARGS=({container_args})",
         f"CURATE_SETS=({sets})",
         f"GPU_WORKERS={'yes' if spec.gpu else 'no'}",
         f"CPU_WORKERS={spec.cpu_workers or ''}",
@@ -117,6 +117,11 @@ def modules(names: list[str]) -> str:
 #: count_hosts, JOB_KEY). ``node`` mode runs on every host; the rest on the first host only.
 BODY = r'''
 SCHEDULER_FILE="$RUN_DIR/jobs/scheduler-$JOB_KEY.json"
+mkdir -p "$NODE_SCRATCH"
+RUN_IN=()  # the command prefix: apptainer exec, node-local scratch bound in
+if [ -n "$CONTAINER" ]; then
+  RUN_IN=(apptainer exec "${CONTAINER_ARGS[@]}" --bind "$NODE_SCRATCH" "$CONTAINER")
+fi
 READY_DIR="$RUN_DIR/jobs/ready-$JOB_KEY"
 IFACE_ARGS=()
 if [ -n "$INTERFACE" ]; then IFACE_ARGS=(--interface "$INTERFACE"); fi
@@ -139,7 +144,6 @@ worker() {  # dask worker with the options every worker shares
 
 run_node() {  # on every host: GPU workers, CPU workers; until killed
   local pids=() gpus=() cpus
-  mkdir -p "$NODE_SCRATCH"
   exec 3>&2 >>"$RUN_DIR/jobs/workers-$JOB_KEY-$(hostname).log" 2>&1  # 3: the job's log
   if [ "$GPU_WORKERS" = yes ]; then mapfile -t gpus < <(gpu_ids); fi
   if [ "${#gpus[@]}" -gt 0 ]; then
@@ -150,7 +154,7 @@ run_node() {  # on every host: GPU workers, CPU workers; until killed
       pids+=($!)
     else
       for g in "${gpus[@]}"; do
-        CUDA_VISIBLE_DEVICES=$g worker --resources GPU=1 --name "$(hostname)-gpu-$g" &
+        CUDA_VISIBLE_DEVICES=$g worker --resources GPU=1 &
         pids+=($!)
       done
     fi
@@ -176,7 +180,7 @@ SCHEDULER_PID=""
 LAUNCH_PID=""
 CURATE_PID=""
 
-# shellcheck disable=SC2317  # run by trap
+# shellcheck disable=SC2317,SC2329  # run by trap
 teardown() {  # on every exit: stop the run, the workers, the scheduler
   local status=$?
   trap - EXIT TERM INT HUP USR1 USR2
@@ -191,7 +195,7 @@ teardown() {  # on every exit: stop the run, the workers, the scheduler
   exit "$status"
 }
 
-# shellcheck disable=SC2317  # run by trap
+# shellcheck disable=SC2317,SC2329  # run by trap
 on_signal() {
   log "$1 received: stopping; submit the same job again to resume"
   exit "$2"

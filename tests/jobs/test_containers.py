@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from tests.conftest import ROOT
+from tests.jobs.test_submit import tool
 
 CONTAINERS = [ROOT / "docker" / n for n in ("Dockerfile", "Dockerfile.cpu", "curator.def")]
 
@@ -30,7 +31,7 @@ def test_make_install_takes_the_extras(tmp_path):
     assert "pip install -q -e '.[gpu,ray]'" in dry.stdout, dry.stdout + dry.stderr
 
 
-@pytest.mark.skipif(shutil.which("hadolint") is None, reason="hadolint not installed")
+@pytest.mark.skipif(tool("hadolint") is None, reason="hadolint not installed")
 def test_dockerfiles_pass_hadolint():
     for path in CONTAINERS[:2]:
-        assert subprocess.run(["hadolint", str(path)]).returncode == 0
+        assert subprocess.run([tool("hadolint"), str(path)]).returncode == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from tests.jobs.test_submit import (
-    PAUSE,
+    STAGES,
     finish_job,
     job_env,
     reference,
@@ -27,7 +27,7 @@ from tests.jobs.test_submit import (
 def paused_config(tmp: Path) -> tuple[Path, Path]:
     markers = tmp / "markers"
     middle = f"  - {{type: test_pause, seconds: 1.5, markers: {markers}}}\n"
-    return write_config(tmp, middle, head=f"imports: [{PAUSE}]"), markers
+    return write_config(tmp, middle, head=f"imports: [{STAGES}]"), markers
 
 
 def wait_for(ready, what: str, log: Path, seconds: float = 60):

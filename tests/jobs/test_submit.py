@@ -23,7 +23,12 @@ from tests.conftest import ROOT, write_shards
 from tests.runtime.killing import outputs
 
 SHIMS = Path(__file__).with_name("shims")
-PAUSE = Path(__file__).with_name("pause_stage.py")
+STAGES = Path(__file__).with_name("job_stages.py")
+
+
+def tool(name: str) -> str | None:
+    """A linter on PATH or beside this Python (the dev extra installs it into the venv)."""
+    return shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
 
 
 def curate(*args: str, env: dict[str, str] | None = None,
@@ -111,15 +116,30 @@ def reference(tmp: Path, config: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("system", ["tsubame4", "slurm"])
 def test_job_script_runs_the_pipeline_on_a_cluster_it_starts_and_stops(tmp_path, system):
-    config = write_config(tmp_path)
+    """TSUBAME4: a CPU-only pipeline (no GPU worker starts). Slurm: a stage that asks for a GPU,
+    with one GPU granted per host (CUDA_VISIBLE_DEVICES=0): a GPU worker and a CPU worker per
+    host, and the GPU stage runs only on the GPU workers."""
+    markers = tmp_path / "markers"
+    gpu = system == "slurm"
+    middle = f"  - {{type: test_gpu_probe, markers: {markers}}}\n" if gpu else ""
+    config = write_config(tmp_path, middle, head=f"imports: [{STAGES}]")
     want = reference(tmp_path, config)
+    shutil.rmtree(markers, ignore_errors=True)
     script = submit(config, system)
+    assert f"GPU_WORKERS={'yes' if gpu else 'no'}" in script.read_text()
     log = tmp_path / "job.log"
-    text = finish_job(start_job(script, job_env(tmp_path, system, "77"), log), log)
+    env = job_env(tmp_path, system, "77")
+    if gpu:
+        env["CUDA_VISIBLE_DEVICES"] = "0"
+    text = finish_job(start_job(script, env, log), log)
     assert "exit 0" in text, text[-3000:]
-    assert "cluster ready: 2 workers (0 GPU) on 2 hosts" in text
+    assert ("cluster ready: 4 workers (2 GPU) on 2 hosts" if gpu else
+            "cluster ready: 2 workers (0 GPU) on 2 hosts") in text, text[-3000:]
     assert results(tmp_path / "run") == want
     assert sum(1 for name in want if name.startswith("write_parquet/")) == 4
+    if gpu:  # every batch of the GPU stage ran in a process that sees device 0 only
+        ran = [p.name.split("-", 1)[1] for p in markers.iterdir()]
+        assert ran and set(ran) == {"0"}, ran
     jobs = tmp_path / "run" / "jobs"
     assert not list(jobs.glob("scheduler-*.json")) and not list(jobs.glob("ready-*"))
     assert "Register worker" in (jobs / "scheduler-77.log").read_text()
@@ -131,17 +151,18 @@ def test_job_script_runs_the_pipeline_on_a_cluster_it_starts_and_stops(tmp_path,
     assert list((tmp_path / "node-local-77").glob("curator-77/*")), "no spill on node-local disk"
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+@pytest.mark.skipif(tool("shellcheck") is None, reason="shellcheck not installed")
 @pytest.mark.parametrize("system", ["tsubame4", "slurm"])
 def test_job_scripts_pass_shellcheck(tmp_path, system):
     for middle in ("", "  - {type: fuzzy_dedup, device: gpu}\n"):
         config = write_config(tmp_path, middle, f"p{len(middle)}.yaml")
         script = submit(config, system, "--container", str(tmp_path / "curator.sif"),
                         "--modules", "cuda/12.8.0")
-        checked = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+        checked = subprocess.run([tool("shellcheck"), str(script)], capture_output=True,
+                                 text=True)
         assert checked.returncode == 0, checked.stdout
     for shim in SHIMS.iterdir():
-        assert subprocess.run(["shellcheck", str(shim)]).returncode == 0
+        assert subprocess.run([tool("shellcheck"), str(shim)]).returncode == 0
 
 
 def test_gpu_resources_only_for_pipelines_with_gpu_stages(tmp_path):
