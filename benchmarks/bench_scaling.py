@@ -7,12 +7,17 @@ plus planted near duplicates (edited copies) for fuzzy_dedup to find. Table: wor
 docs/s, speed-up, parallel efficiency; the outputs of all runs must be byte-identical.
 
     PYTHONPATH=. python benchmarks/bench_scaling.py [--mb 64] [--workers 1,2,4,8,16]
-        [--out benchmarks/results_scaling.md]
+        [--out benchmarks/results_scaling.md] [--work DIR]
+
+With ``--work DIR`` the data and each run's figures are kept there, and a later invocation with
+the same data arguments adds its rows to the table (``--workers 1``, then ``--workers 2,4,8,16``:
+each within a command time limit).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -127,11 +132,7 @@ def main() -> None:
     if max(counts) > (os.cpu_count() or 1):
         raise SystemExit(f"{max(counts)} workers but {os.cpu_count()} cores here")
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-scaling-"))
-    started = time.perf_counter()
-    data = build(work / "data", args.mb, args.shards, args.near, args.seed)
-    print(f"data: {data['docs']} documents, {data['bytes'] / 1e6:.1f} MB in {args.shards} "
-          f"Parquet shards, {data['planted']} planted near duplicates "
-          f"({time.perf_counter() - started:.1f} s)", flush=True)
+    data = load_or_build(work, args)
     config = work / "pipeline.yaml"
     config.write_text(f"""
 name: bench-scaling
@@ -141,19 +142,56 @@ stages:
   - {{type: fuzzy_dedup, device: cpu}}
   - {{type: write_parquet}}
 """)
-    rows, reference = [], None
+    done_file = work / "results.json"  # runs of earlier invocations on the same --work data
+    rows = {int(k): v for k, v in json.loads(done_file.read_text()).items()} \
+        if done_file.exists() else {}
     for w in counts:
         out = work / f"run-{w}"
         shutil.rmtree(out, ignore_errors=True)
         seconds, stats = run(config, out, w)
-        got = output_bytes(out)
-        reference = reference or got
         stage = {s["name"]: s for s in stats["stages"]}
-        rows.append((w, seconds, stage["heuristic_filter"]["seconds"],
-                     stage["fuzzy_dedup"]["seconds"], stage["heuristic_filter"]["removed"],
-                     stage["fuzzy_dedup"]["removed"], got == reference))
+        rows[w] = {"seconds": seconds, "run_s": stats["seconds"],
+                   "heuristic_s": stage["heuristic_filter"]["seconds"],
+                   "fuzzy_s": stage["fuzzy_dedup"]["seconds"],
+                   "removed": [stage["heuristic_filter"]["removed"],
+                               stage["fuzzy_dedup"]["removed"]],
+                   "digest": digest(out)}
+        done_file.write_text(json.dumps(rows))
         print(f"{w:>3} workers: {seconds:7.1f} s", flush=True)
-    base = rows[0][1] * rows[0][0]  # seconds at the first count, as if on one worker
+    table = render(rows, data, args)
+    args.out.write_text(table, encoding="utf-8")
+    print(table)
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def load_or_build(work: Path, args: argparse.Namespace) -> dict:
+    """The data of an earlier invocation with the same arguments, or new data."""
+    key = {"mb": args.mb, "shards": args.shards, "near": args.near, "seed": args.seed}
+    meta = work / "data.json"
+    if meta.exists() and json.loads(meta.read_text())["key"] == key:
+        return json.loads(meta.read_text())["data"]
+    shutil.rmtree(work / "data", ignore_errors=True)
+    (work / "results.json").unlink(missing_ok=True)
+    started = time.perf_counter()
+    data = build(work / "data", args.mb, args.shards, args.near, args.seed)
+    print(f"data: {data['docs']} documents, {data['bytes'] / 1e6:.1f} MB in {args.shards} "
+          f"Parquet shards, {data['planted']} planted near duplicates "
+          f"({time.perf_counter() - started:.1f} s)", flush=True)
+    meta.write_text(json.dumps({"key": key, "data": data}))
+    return data
+
+
+def digest(run_dir: Path) -> str:
+    h = hashlib.sha256()
+    for name, blob in output_bytes(run_dir).items():
+        h.update(name.encode() + hashlib.sha256(blob).digest())
+    return h.hexdigest()[:16]
+
+
+def render(rows: dict[int, dict], data: dict, args: argparse.Namespace) -> str:
+    first = min(rows)
+    base, base_run = rows[first]["seconds"] * first, rows[first]["run_s"] * first
     lines = [
         "# Scaling of the CPU-heavy segment (heuristic_filter + fuzzy_dedup on CPU)", "",
         f"Machine: {platform.node()}, {os.cpu_count()} cores ({cpu_model()}), "
@@ -166,25 +204,30 @@ stages:
         f"{data['planted']} planted near duplicates (1% of words edited).", "",
         "Pipeline: read_parquet → heuristic_filter (default presets) → fuzzy_dedup "
         "(device cpu) → write_parquet.", "",
-        "| workers | seconds | docs/s | speed-up | efficiency | heuristic task-s | fuzzy s "
-        "| removed (heuristic, fuzzy) | output = first run |",
-        "|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        "| workers | seconds | docs/s | speed-up | efficiency | run s | efficiency (run s) "
+        "| heuristic task-s | fuzzy s | removed (heuristic, fuzzy) | output digest |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
-    for w, seconds, heur, fuzzy, rm_h, rm_f, same in rows:
-        speedup = base / seconds
-        lines.append(f"| {w} | {seconds:.1f} | {data['docs'] / seconds:,.0f} | {speedup:.2f} | "
-                     f"{speedup / w:.0%} | {heur:.1f} | {fuzzy:.1f} | {rm_h}, {rm_f} | "
-                     f"{'yes' if same else 'NO'} |")
-    lines += ["", "Speed-up = (seconds at the first worker count * that count) / seconds; "
-              "efficiency = speed-up / workers. From stats.json: heuristic task-s is the "
-              "sum over its shard tasks (CPU-bound: flat when scaling is perfect), fuzzy s the "
-              "dedup barrier's wall time.", "",
+    for w in sorted(rows):
+        r = rows[w]
+        speedup = base / r["seconds"]
+        lines.append(
+            f"| {w} | {r['seconds']:.1f} | {data['docs'] / r['seconds']:,.0f} | {speedup:.2f} | "
+            f"{speedup / w:.0%} | {r['run_s']:.1f} | {base_run / r['run_s'] / w:.0%} | "
+            f"{r['heuristic_s']:.1f} | {r['fuzzy_s']:.1f} | {r['removed'][0]}, "
+            f"{r['removed'][1]} | {r['digest']} |")
+    same = len({r["digest"] for r in rows.values()}) == 1
+    lines += ["", f"Outputs of all runs byte-identical: {'yes' if same else 'NO'}.", "",
+              "seconds: wall time of the whole command (interpreter start, cluster start, run); "
+              "run s: inside the run (stats.json `seconds`: cluster start included, interpreter "
+              "start not). Speed-up = (seconds at the smallest worker count * that count) / "
+              "seconds; efficiency = speed-up / workers. From stats.json: heuristic task-s is "
+              "the sum over its shard tasks (CPU-bound: flat when scaling is perfect), fuzzy s "
+              "the dedup barrier's wall time.", "",
               "Command: `PYTHONPATH=. python benchmarks/bench_scaling.py "
-              + " ".join(sys.argv[1:]) + "`", ""]
-    args.out.write_text("\n".join(lines), encoding="utf-8")
-    print("\n".join(lines))
-    if not args.work:
-        shutil.rmtree(work, ignore_errors=True)
+              + " ".join(sys.argv[1:]) + "` (rows of earlier invocations with the same --work "
+              "and data arguments are kept)", ""]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
