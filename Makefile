@@ -53,8 +53,8 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_decontaminate.py
 	$(PY) benchmarks/bench_heuristics.py
 	$(PY) benchmarks/bench_nemo.py
-	$(PY) benchmarks/bench_scaling.py  # meant for a 16-core machine: --workers 1,2 here
-	$(PY) benchmarks/bench_mixed_gpu.py  # GPU machines only (exits at once without CuPy)
+	$(PY) benchmarks/bench_scaling.py  # 1, 2, 4, ... workers up to the cores
+	$(PY) benchmarks/bench_mixed_gpu.py  # GPU machines only (skips without CuPy)
 
 lint: install-dev
 	$(VENV)/bin/ruff check curator tests benchmarks

@@ -122,13 +122,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=int, default=64, help="Megabytes of text to generate.")
     parser.add_argument("--shards", type=int, default=64)
-    parser.add_argument("--workers", default="1,2,4,8,16")
+    parser.add_argument("--workers", default=None,
+                        help="Comma-separated counts; default 1, 2, 4, ... up to the cores.")
     parser.add_argument("--near", type=float, default=0.05, help="Share of near duplicates.")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results_scaling.md")
     parser.add_argument("--work", type=Path, default=None, help="Keep data and runs here.")
     args = parser.parse_args()
-    counts = [int(w) for w in args.workers.split(",")]
+    cores = os.cpu_count() or 1
+    counts = [int(w) for w in args.workers.split(",")] if args.workers else \
+        [2**i for i in range(cores.bit_length()) if 2**i <= cores]
     if max(counts) > (os.cpu_count() or 1):
         raise SystemExit(f"{max(counts)} workers but {os.cpu_count()} cores here")
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-scaling-"))
