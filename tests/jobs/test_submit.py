@@ -205,3 +205,22 @@ def test_missing_submit_command_is_one_line(tmp_path):
         assert result.returncode == 1
         assert result.stderr.startswith(f"error: {command} not found on PATH")
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_run_directory_holding_only_jobs_is_a_fresh_run_and_force_keeps_them(tmp_path):
+    from curator.runtime.rundir import RunDir, RunDirError
+
+    root = tmp_path / "run"
+    (root / "jobs").mkdir(parents=True)
+    (root / "jobs" / "curate-slurm-x.sh").write_text("#!/bin/bash\n")
+    run_dir = RunDir(root)
+    run_dir.prepare("a", {}, {}, force=False)  # the job's own folder is no foreign result
+    (root / "write_parquet").mkdir()
+    with pytest.raises(RunDirError):
+        run_dir.prepare("b", {}, {"x": 1}, force=False)
+    run_dir.prepare("b", {}, {"x": 1}, force=True)
+    assert (root / "jobs" / "curate-slurm-x.sh").exists() and not (root / "write_parquet").exists()
+    (root / "other").write_text("not ours")
+    (root / "run.json").unlink()
+    with pytest.raises(RunDirError, match="not a curator run directory"):
+        RunDir(root).prepare("c", {}, {}, force=False)
