@@ -148,7 +148,7 @@ run_node() {  # on every host: GPU workers, CPU workers; until killed
   if [ "$GPU_WORKERS" = yes ]; then mapfile -t gpus < <(gpu_ids); fi
   if [ "${#gpus[@]}" -gt 0 ]; then
     if "${RUN_IN[@]}" "$PYTHON" -c 'import dask_cuda' 2>/dev/null; then
-      CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${gpus[*]}") "${RUN_IN[@]}" "$PYTHON" -m dask_cuda.cli \
+      CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${gpus[*]}") "${RUN_IN[@]}" "$PYTHON" -m dask cuda \
         worker --scheduler-file "$SCHEDULER_FILE" --local-directory "$NODE_SCRATCH" \
         --nthreads 1 --resources GPU=1 --death-timeout 60 "${IFACE_ARGS[@]}" &
       pids+=($!)
