@@ -26,7 +26,7 @@ from tests.jobs.test_submit import (
 
 def paused_config(tmp: Path) -> tuple[Path, Path]:
     markers = tmp / "markers"
-    middle = f"  - {{type: test_pause, seconds: 1.5, markers: {markers}}}\n"
+    middle = f"  - {{type: test_pause, seconds: 1.0, markers: {markers}}}\n"
     return write_config(tmp, middle, head=f"imports: [{STAGES}]"), markers
 
 

@@ -55,9 +55,15 @@ stages:
 
 
 def submit(config: Path, system: str, *extra: str) -> Path:
-    result = curate("submit", str(config), "--system", system, "--nodes", "2", "--walltime",
-                    "0:10:00", "--cpu-workers", "1", "--interface", "lo", "--dry-run", *extra)
-    assert result.returncode == 0, result.stderr
+    """``curate submit --dry-run`` in this process (nothing runs: the script is only written)."""
+    from typer.testing import CliRunner
+
+    from curator.cli import app
+
+    result = CliRunner().invoke(app, [
+        "submit", str(config), "--system", system, "--nodes", "2", "--walltime", "0:10:00",
+        "--cpu-workers", "1", "--interface", "lo", "--dry-run", *extra])
+    assert result.exit_code == 0, result.output
     script = Path(result.stdout.strip().splitlines()[-1])
     assert script.parent == config.parent / "run" / "jobs" and script.is_file()
     return script
