@@ -16,6 +16,7 @@ from tests.jobs.test_submit import (
     STAGES,
     finish_job,
     job_env,
+    job_processes,
     reference,
     results,
     start_job,
@@ -79,4 +80,30 @@ def test_a_killed_scheduler_fails_the_job_in_one_line_and_the_next_job_resumes(t
     assert "exit 0" in text2, text2[-3000:]
     resumed = re.search(r"segment 1/3: 4 shards, (\d+) already done", text2)
     assert resumed and int(resumed.group(1)) >= 1, text2[-3000:]  # the first job's commits
+    assert results(run) == want
+
+
+def test_the_walltime_signal_stops_the_run_and_the_cluster_and_the_next_job_resumes(tmp_path):
+    """Slurm sends USR1 to the batch shell two minutes before the walltime
+    (``--signal=B:USR1@120``): the run stops as on Ctrl-C, every process of the job ends."""
+    config, _ = paused_config(tmp_path)
+    want = reference(tmp_path, config)
+    run = tmp_path / "run"
+    script = submit(config, "slurm")
+    log = tmp_path / "job1.log"
+    job = start_job(script, job_env(tmp_path, "slurm", "95"), log)
+    wait_for(lambda: list((run / "_manifests" / "segment-00").glob("part-*.json")),
+             "a committed shard", log)
+    os.kill(job.pid, signal.SIGUSR1)
+    text = finish_job(job, log)
+    assert job.returncode == 138, text[-3000:]
+    assert "USR1 received" in text and "interrupted; rerun the same command" in text
+    assert "Traceback" not in text
+    deadline = time.monotonic() + 10
+    while job_processes(run) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not job_processes(run)
+    log2 = tmp_path / "job2.log"
+    text2 = finish_job(start_job(script, job_env(tmp_path, "slurm", "96"), log2), log2)
+    assert "exit 0" in text2, text2[-3000:]
     assert results(run) == want
