@@ -230,3 +230,18 @@ def test_a_run_directory_holding_only_jobs_is_a_fresh_run_and_force_keeps_them(t
     (root / "run.json").unlink()
     with pytest.raises(RunDirError, match="not a curator run directory"):
         RunDir(root).prepare("c", {}, {}, force=False)
+
+
+@pytest.mark.parametrize(("option", "value", "words"), [
+    ("--walltime", "90", "--walltime must be H:MM:SS"),
+    ("--system", "pbs", "--system must be tsubame4 or slurm"),
+])
+def test_bad_submit_options_are_one_line(tmp_path, option, value, words):
+    config = write_config(tmp_path)
+    args = {"--system": "slurm", "--walltime": "1:00:00", option: value}
+    result = curate("submit", str(config), "--nodes", "1", "--dry-run",
+                    *[x for pair in args.items() for x in pair])
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    jobs = tmp_path / "run" / "jobs"
+    assert not jobs.exists() or not any(jobs.iterdir())  # no script written
