@@ -2,6 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q
+# Extras for `make install` (containers: docker/Dockerfile, docker/curator.def), e.g. gpu,ray.
+EXTRAS ?=
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
@@ -10,7 +12,7 @@ SHELL := /bin/bash
 $(VENV)/.core: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) --upgrade pip
-	$(PIP) -e .
+	$(PIP) -e '.$(if $(EXTRAS),[$(EXTRAS)])'
 	touch $@
 
 # torch first, from the CPU build: otherwise megatron-core pulls gigabytes of CUDA wheels.
@@ -52,6 +54,8 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_heuristics.py
 	$(PY) benchmarks/bench_nemo.py
 	$(PY) benchmarks/bench_latex.py
+	$(PY) benchmarks/bench_scaling.py  # 1, 2, 4, ... workers up to the cores
+	$(PY) benchmarks/bench_mixed_gpu.py  # GPU machines only (skips without CuPy)
 
 lint: install-dev
 	$(VENV)/bin/ruff check curator tests benchmarks

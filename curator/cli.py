@@ -1,4 +1,4 @@
-"""``curate``: run, validate, plan and report on pipelines; list the stage types."""
+"""``curate``: run, validate, plan, report and submit pipelines; list the stage types."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from rich.console import Console
 
 from curator import __version__
 from curator.cli_errors import FAILED, USAGE, console, fail, one_line_errors
+from curator.cli_submit import submit
 from curator.config import ConfigError, load_pipeline
 from curator.runtime.requirements import MissingRequirement, check_requirements
 from curator.runtime.runner import run_pipeline
@@ -133,6 +134,9 @@ def stages(type_name: Annotated[str | None, typer.Argument(
     for param in parameters(cls):
         table.add_row(*map(Text, (param.name, param.type, param.default, param.help)))
     _stdout().print(table)
+
+
+app.command()(submit)
 
 
 def _stdout() -> Console:

@@ -148,6 +148,7 @@ class DaskExecutor(Executor):
         from distributed import Client
 
         self.cluster = None
+        self.address = scheduler or scheduler_file or "local"
         if scheduler or scheduler_file:
             if scheduler_file and not scheduler:
                 _wait_for_file(scheduler_file, CONNECT_TIMEOUT_S)
@@ -157,6 +158,8 @@ class DaskExecutor(Executor):
             except OSError as err:  # refused, timed out, unknown host
                 raise ExecutorError(f"cannot reach the Dask scheduler at "
                                     f"{scheduler or scheduler_file}: {err}") from None
+            # A lost scheduler is reported in one line by ``map``, not by the client's retries.
+            logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         else:
             self.cluster = _start(local_cluster, workers or os.cpu_count() or 1, processes,
                                   gpu_count())
@@ -178,6 +181,8 @@ class DaskExecutor(Executor):
 
     def map(self, fn, tasks, keys, resources):
         from distributed import KilledWorker, as_completed
+        from distributed.client import FutureCancelledError
+        from distributed.comm import CommClosedError
 
         self._check_resources(resources)
         token = uuid.uuid4().hex[:8]
@@ -193,8 +198,14 @@ class DaskExecutor(Executor):
                     result = WorkerDied(task_of[future.key])
                 yield result
                 future.release()
+        except (FutureCancelledError, CommClosedError) as err:
+            if isinstance(err, FutureCancelledError) and err.reason != "scheduler-connection-lost":
+                raise
+            raise ExecutorError(f"lost the Dask scheduler ({self.address}); committed shards "
+                                "are kept: rerun against a new cluster to resume") from None
         finally:
-            self.client.cancel([f for f in futures if not f.done()])
+            if self.client.status == "running":  # not after the scheduler was lost
+                self.client.cancel([f for f in futures if not f.done()])
 
     def offers(self, resource: str) -> bool:
         workers = self.client.scheduler_info(n_workers=-1)["workers"].values()

@@ -14,6 +14,8 @@ from curator.commit import checksum, commit_files, write_json_atomic
 RUN_FILE = "run.json"
 MANIFESTS = "_manifests"
 WORK = "_work"
+#: Batch job scripts, logs and the job's scheduler file (``curate submit``): not results.
+JOBS = "jobs"
 
 
 class RunDirError(RuntimeError):
@@ -67,7 +69,8 @@ class RunDir:
                     "Rerun with --force to discard them, or choose another --output.")
             if force and previous.get("fingerprint") != fingerprint:
                 self.clear()
-        elif self.root.exists() and any(self.root.iterdir()) and not force:
+        elif self.root.exists() and any(c.name != JOBS for c in self.root.iterdir()) \
+                and not force:
             raise RunDirError(f"{self.root} exists and is not a curator run directory; "
                               "choose another --output (or --force to write into it)")
         elif force and self.root.exists():
@@ -77,8 +80,10 @@ class RunDir:
                                      "decisive": decisive})
 
     def clear(self) -> None:
-        """Remove everything in the run directory."""
+        """Remove everything in the run directory but the batch jobs (one may be running)."""
         for child in self.root.iterdir():
+            if child.name == JOBS:
+                continue
             if child.is_dir():
                 shutil.rmtree(child)
             else:
