@@ -60,7 +60,9 @@ class HFScorer:
     def __init__(self, path: str | Path, label: str | int | None, device: str, batch_size: int,
                  max_length: int):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging
 
+        logging.disable_progress_bar()
         path = check_hf_dir(path)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
@@ -72,7 +74,10 @@ class HFScorer:
         self.model = model.to(self.device).eval()
         self.index = self._label_index(label, model.config.id2label, path)
         self.batch_size = batch_size
-        self.max_length = max_length
+        # never more tokens than the model has positions for
+        limits = [max_length, getattr(model.config, "max_position_embeddings", None),
+                  getattr(self.tokenizer, "model_max_length", None)]
+        self.max_length = min(n for n in limits if isinstance(n, int) and n > 0)
 
     @staticmethod
     def _label_index(label: str | int | None, id2label: dict[int, str], path: Path) -> int:
