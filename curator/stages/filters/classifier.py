@@ -127,7 +127,8 @@ class ClassifierFilter(Filter):
     def scores(self, batch: pa.Table) -> dict[str, pa.Array]:
         if self._scorer is None:
             self.setup()
-        values = self._scorer.score(batch.column(TEXT).to_pylist())
+        text = batch.column(TEXT)
+        values = self._scorer.score(text.to_pylist() if self.is_hf else text)
         return {self.score_field: pa.array(values, pa.float64())}
 
     def rules(self, scores: dict[str, pa.Array], ids: list[str] | None = None

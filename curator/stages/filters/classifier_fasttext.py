@@ -8,16 +8,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import regex
+import pyarrow as pa
+import pyarrow.compute as pc
 
 SIDECAR_FORMAT = "curator-fasttext-classifier"
 POSITIVE = "__label__hq"
 NEGATIVE = "__label__lq"
 
-_CONTROL = regex.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
+# RE2 patterns, run by Arrow over a whole column
+_CONTROL = r"[\x00-\x1f\x7f\x{85}\x{2028}\x{2029}]+"
 # Han, kana and the long-vowel mark: scripts written without spaces become one token per character
-_CJK = regex.compile(r"([\p{Han}\p{Hiragana}\p{Katakana}ー])")
-_SPACES = regex.compile(r" {2,}")
+_CJK = r"([\p{Han}\p{Hiragana}\p{Katakana}ー])"
 
 
 @dataclass(frozen=True)
@@ -29,15 +30,18 @@ class Preprocessing:
     cjk_chars: bool = True
     max_chars: int = 20_000
 
-    def apply(self, text: str | None) -> str:
-        if not text:
-            return ""
-        text = _CONTROL.sub(" ", text[:self.max_chars])
+    def apply(self, texts: pa.Array | pa.ChunkedArray | list[str | None]) -> pa.Array:
+        """One line per text (null -> empty), in Arrow: training and scoring share it."""
+        if isinstance(texts, list):
+            texts = pa.array(texts, pa.string())
+        text = pc.utf8_slice_codeunits(pc.fill_null(texts, ""), 0, self.max_chars)
+        text = pc.replace_substring_regex(text, _CONTROL, " ")
         if self.lowercase:
-            text = text.lower()
+            text = pc.utf8_lower(text)
         if self.cjk_chars:
-            text = _CJK.sub(r" \1 ", text)
-        return _SPACES.sub(" ", text).strip()
+            text = pc.replace_substring_regex(text, _CJK, r" \1 ")
+        text = pc.utf8_trim(pc.replace_substring_regex(text, " {2,}", " "), " ")
+        return text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
 
 
 def sidecar_path(model: str | Path) -> Path:
@@ -90,8 +94,8 @@ class FastTextScorer:
             raise ValueError(f"{model}: label {self.label!r} is not one of the model's "
                              f"{sorted(labels)}")
 
-    def score(self, texts: list[str | None]) -> np.ndarray:
-        lines = [self.prep.apply(t) for t in texts]
+    def score(self, texts: pa.Array | pa.ChunkedArray | list[str | None]) -> np.ndarray:
+        lines = self.prep.apply(texts).to_pylist()
         scores = np.zeros(len(lines))
         todo = [i for i, line in enumerate(lines) if line]  # empty text: score 0
         if not todo:

@@ -126,8 +126,8 @@ def train(positive: list[str], negative: list[str], output: Path, options: Train
     rng = np.random.default_rng(options.seed)
     pos_train, pos_valid = split(positive, options.valid_fraction, rng)
     neg_train, neg_valid = split(negative, options.valid_fraction, rng)
-    lines = [f"{POSITIVE} {prep.apply(t)}" for t in pos_train]
-    lines += [f"{NEGATIVE} {prep.apply(t)}" for t in neg_train]
+    lines = [f"{POSITIVE} {t}" for t in prep.apply(pos_train).to_pylist()]
+    lines += [f"{NEGATIVE} {t}" for t in prep.apply(neg_train).to_pylist()]
     lines = [lines[i] for i in rng.permutation(len(lines))]
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", dir=output.parent,
