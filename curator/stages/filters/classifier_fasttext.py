@@ -40,7 +40,8 @@ class Preprocessing:
             text = pc.utf8_lower(text)
         if self.cjk_chars:
             text = pc.replace_substring_regex(text, _CJK, r" \1 ")
-        text = pc.utf8_trim(pc.replace_substring_regex(text, " {2,}", " "), " ")
+        # runs of spaces are left: fastText splits on whitespace and skips empty tokens
+        text = pc.utf8_trim(text, " ")
         return text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text
 
 
