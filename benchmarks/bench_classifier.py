@@ -36,6 +36,7 @@ from curator import ClassifierFilter, Pipeline, ReadJsonl, WriteJsonl
 from curator.stages.filters.classifier_training import precision_recall, roc_auc
 
 ROOT = Path(__file__).resolve().parents[1]
+REPEAT = 3  # each time is the best of REPEAT runs: the machine is shared
 
 
 def _write(path: Path, docs: list[dict]) -> Path:
@@ -142,21 +143,27 @@ def main() -> None:
     inputs = _write(tmp / "all.jsonl", docs)
     model = tmp / "a.bin"
     load_before = os.getloadavg()[0]
-    t_run, kept = run_filter(ClassifierFilter(model=str(model), threshold=0.5), inputs,
-                             tmp / "run-threshold", executor="local")
+    runs = [run_filter(ClassifierFilter(model=str(model), threshold=0.5), inputs,
+                       tmp / f"run-threshold-{i}", executor="local") for i in range(REPEAT)]
+    t_run, kept = min(r[0] for r in runs), runs[0][1]
     stage = ClassifierFilter(model=str(model), threshold=0.5)
     stage.setup()
     batch = pa.table({"id": [d["id"] for d in docs], "text": [d["text"] for d in docs]})
-    start = time.perf_counter()
-    result = stage.process(batch)
-    t_stage = time.perf_counter() - start
+    t_stage = 1e9
+    for _ in range(REPEAT):
+        start = time.perf_counter()
+        result = stage.process(batch)
+        t_stage = min(t_stage, time.perf_counter() - start)
     ours = np.asarray(pa.concat_tables([result.kept, result.removed.drop_columns(["reason"])])
                       .sort_by("id").column("quality_score").to_pylist())
     prep = stage._scorer.prep
-    start = time.perf_counter()
-    prepared = prep.apply(batch.column("text")).to_pylist()
-    t_prep = time.perf_counter() - start
-    t_dt, dt_scores = datatrove_side(model, prepared)
+    t_prep = 1e9
+    for _ in range(REPEAT):
+        start = time.perf_counter()
+        prepared = prep.apply(batch.column("text")).to_pylist()
+        t_prep = min(t_prep, time.perf_counter() - start)
+    t_dt, dt_scores = min((datatrove_side(model, prepared) for _ in range(REPEAT)),
+                          key=lambda r: r[0])
     order = np.argsort([d["id"] for d in docs], kind="stable")
     dt_sorted = dt_scores[order]
     diff = float(np.max(np.abs(ours - dt_sorted)))
@@ -199,7 +206,7 @@ def main() -> None:
         f"{b_prec if b_prec is None else round(b_prec, 4)}, recall "
         f"{b_rec if b_rec is None else round(b_rec, 4)}.",
         "",
-        "## Speed, model A, threshold 0.5, one core",
+        "## Speed, model A, threshold 0.5, one core (best of 3 runs each)",
         "",
         f"{n} documents ({sum(len(d['text']) for d in docs) / 1e6:.1f} M characters): every "
         "JaQuAD Wikipedia paragraph and every mC4-ja line.",
