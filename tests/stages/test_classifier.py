@@ -194,9 +194,13 @@ def test_a_file_that_is_not_a_model(tmp_path):
     assert "p.yaml:4" in done.stderr and "is not a fastText model" in done.stderr
 
 
-def test_threshold_and_pareto_together_are_refused(trained):
+def test_contradictory_parameters_are_refused(trained):
     with pytest.raises(ValueError, match="threshold or pareto, not both"):
         ClassifierFilter(model=str(trained[0]), threshold=0.5, pareto={"alpha": 9})
+    with pytest.raises(ValueError, match="not an index"):
+        ClassifierFilter(model=str(trained[0]), label=1)
+    with pytest.raises(ValueError, match=r"label '__label__mid' is not one of"):
+        ClassifierFilter(model=str(trained[0]), label="mid").setup()
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -216,3 +220,20 @@ def test_bad_training_input_is_one_line_and_exit_2(tmp_path, content, message):
     assert lines[0].startswith(f"error: {bad}{message}" if message[0] == ":"
                                else f"error: {bad}: {message}")
     assert not (tmp_path / "m.bin").exists()
+
+
+def test_pareto_draw_of_a_document_without_id_follows_its_text(trained):
+    stage = ClassifierFilter(model=str(trained[0]), pareto={"alpha": 0.5, "seed": 3})
+    texts = [d["text"] for d in _docs("positive")[:40]]
+
+    def kept(order: list[int]) -> set[str]:
+        table = pa.table({"id": pa.array([None] * len(order), pa.string()),
+                          "text": [texts[i] for i in order]})
+        result = stage.process(table)
+        assert result.kept.num_rows + result.removed.num_rows == len(order)
+        return set(result.kept.column("text").to_pylist())
+
+    forward = kept(list(range(40)))
+    assert 0 < len(forward) < 40
+    assert kept(list(range(39, -1, -1))) == forward  # another order, the same documents
+    assert kept(list(range(20))) == forward & set(texts[:20])  # another batch

@@ -87,6 +87,8 @@ class ClassifierFilter(Filter):
     def _one_decision(self) -> ClassifierFilter:
         if self.threshold is not None and self.pareto is not None:
             raise ValueError("set threshold or pareto, not both")
+        if isinstance(self.label, int) and not self.is_hf:
+            raise ValueError("a fastText label is a name (hq or __label__hq), not an index")
         return self
 
     @property
@@ -120,8 +122,6 @@ class ClassifierFilter(Filter):
         else:
             from curator.stages.filters.classifier_fasttext import FastTextScorer
 
-            if isinstance(self.label, int):
-                raise ValueError("a fastText label is a name (hq or __label__hq), not an index")
             self._scorer = FastTextScorer(Path(self.model).expanduser(), self.label)
 
     def scores(self, batch: pa.Table) -> dict[str, pa.Array]:
@@ -145,14 +145,19 @@ class ClassifierFilter(Filter):
 
     def process(self, batch: pa.Table) -> BatchResult:
         scores = self.scores(batch)
-        ids = batch.column(ID).to_pylist() if ID in batch.column_names else [None] * len(batch)
-        # a document without an id draws by its text, still fixed by its content alone
-        texts = batch.column(TEXT).to_pylist()
-        keys = [i if i is not None else f"text:{t}" for i, t in zip(ids, texts, strict=True)]
-        rules = self.rules(scores, keys)
+        rules = self.rules(scores, self._draw_keys(batch) if self.pareto else None)
         verdict = apply_rules(batch, rules, scores, self.keep_scores)
         result = split_by_reason(verdict.table, verdict.reasons)
         result.rule_failures = verdict.failures
         result.scores = {"quality_score": scores[self.score_field]}
         return result
 
+    @staticmethod
+    def _draw_keys(batch: pa.Table) -> list[str]:
+        """The document ids; a document without one draws by its text, fixed by content alone."""
+        n = batch.num_rows
+        ids = batch.column(ID).to_pylist() if ID in batch.column_names else [None] * n
+        if all(i is not None for i in ids):
+            return ids
+        texts = batch.column(TEXT).to_pylist()
+        return [i if i is not None else f"text:{t}" for i, t in zip(ids, texts, strict=True)]
