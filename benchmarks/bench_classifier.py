@@ -74,7 +74,7 @@ def train(pos: Path, neg: Path, out: Path) -> tuple[str, str]:
            "--seed", "1"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
     shown = " ".join(["curate", *cmd[3:]]).replace(str(out.parent), "$TMP")
-    return shown, done.stdout.strip()
+    return shown, done.stdout.strip().replace(str(out.parent), "$TMP")
 
 
 def run_filter(stage: ClassifierFilter, inputs: Path, out: Path, **where) -> tuple[float, set]:
