@@ -122,6 +122,11 @@ def train(positive: list[str], negative: list[str], output: Path, options: Train
     """Train, save ``output`` and its sidecar, and measure the held-out part."""
     import fasttext
 
+    if not hasattr(fasttext, "train_supervised"):
+        raise ValueError("the installed module fasttext cannot train (fasttext-predict replaced "
+                         "it?): pip uninstall fasttext-predict; pip install --force-reinstall "
+                         "fasttext-numpy2-wheel")
+
     prep = prep or Preprocessing()
     rng = np.random.default_rng(options.seed)
     pos_train, pos_valid = split(positive, options.valid_fraction, rng)
