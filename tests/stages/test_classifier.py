@@ -237,3 +237,17 @@ def test_pareto_draw_of_a_document_without_id_follows_its_text(trained):
     assert 0 < len(forward) < 40
     assert kept(list(range(39, -1, -1))) == forward  # another order, the same documents
     assert kept(list(range(20))) == forward & set(texts[:20])  # another batch
+
+
+def test_a_model_replaced_at_the_same_path_changes_the_fingerprint(trained, tmp_path):
+    import shutil
+
+    model = tmp_path / "m.bin"
+    shutil.copy(trained[0], model)
+    shutil.copy(f"{trained[0]}.json", f"{model}.json")
+    before = ClassifierFilter(model=str(model), threshold=0.5).fingerprint()
+    assert ClassifierFilter(model=str(model), threshold=0.5).fingerprint() == before
+    sidecar = json.loads(Path(f"{model}.json").read_text())
+    sidecar["preprocessing"]["lowercase"] = False
+    Path(f"{model}.json").write_text(json.dumps(sidecar))
+    assert ClassifierFilter(model=str(model), threshold=0.5).fingerprint() != before

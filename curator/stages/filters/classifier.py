@@ -4,6 +4,7 @@ sampling decides."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -16,6 +17,7 @@ from curator.batch import ID, TEXT, BatchResult, id_fractions, split_by_reason
 from curator.counts import ScoreBins
 from curator.stages.base import Filter
 from curator.stages.filtering import apply_rules
+from curator.stages.filters.classifier_fasttext import sidecar_path
 from curator.stages.filters.classifier_hf import check_hf_dir, is_hf_dir
 from curator.stages.langid import check_model_file
 
@@ -35,6 +37,27 @@ def pareto_draws(ids: list[str], alpha: float, seed: int) -> np.ndarray:
     from the id, so batching, workers and resume never change it."""
     u = id_fractions(ids, seed)
     return (1.0 - u) ** (-1.0 / alpha) - 1.0
+
+
+def model_digest(model: str | Path, sample: int = 1 << 20) -> str:
+    """A fingerprint of the model's files (name, size, first and last MiB of each; the fastText
+    sidecar too): a model replaced at the same path is a different configuration."""
+    path = Path(model).expanduser()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [
+        path, sidecar_path(path)]
+    digest = hashlib.sha256()
+    for file in files:
+        if not file.is_file():
+            continue
+        size = file.stat().st_size
+        name = file.relative_to(path) if path.is_dir() else file.name
+        digest.update(f"{name}:{size}".encode())
+        with open(file, "rb") as f:
+            digest.update(f.read(sample))
+            if size > 2 * sample:
+                f.seek(size - sample)
+                digest.update(f.read(sample))
+    return digest.hexdigest()[:16]
 
 
 class ClassifierFilter(Filter):
@@ -90,6 +113,9 @@ class ClassifierFilter(Filter):
         if isinstance(self.label, int) and not self.is_hf:
             raise ValueError("a fastText label is a name (hq or __label__hq), not an index")
         return self
+
+    def decisive(self) -> dict[str, Any]:
+        return {**super().decisive(), "model_digest": model_digest(self.model)}
 
     @property
     def is_hf(self) -> bool:
