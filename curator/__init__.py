@@ -34,6 +34,7 @@ _EXPORTS = {
     "Pii": "curator.stages.pii",
     "UrlFilter": "curator.stages.filters.url",
     "HeuristicFilter": "curator.stages.filters.heuristic",
+    "ClassifierFilter": "curator.stages.filters.classifier",
     "Sample": "curator.stages.sample",
     "ExactDedup": "curator.stages.dedup.exact",
     "FuzzyDedup": "curator.stages.dedup.fuzzy",

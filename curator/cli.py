@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from curator import __version__
+from curator.cli_classifier import classifier_app
 from curator.cli_errors import FAILED, USAGE, console, fail, one_line_errors
 from curator.cli_submit import submit
 from curator.config import ConfigError, load_pipeline
@@ -210,6 +211,9 @@ def tokenizer_train(
                   highlight=False)
     typer.echo(f"wrote {saved}  (use it as  tokenizer: {saved})")
 
+
+# ---------------------------------------------------------------------------- curate classifier
+app.add_typer(classifier_app, name="classifier")
 
 if __name__ == "__main__":
     app()

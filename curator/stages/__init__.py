@@ -14,6 +14,7 @@ BUILTIN: dict[str, str] = {
     "pii": "curator.stages.pii",
     "url_filter": "curator.stages.filters.url",
     "heuristic_filter": "curator.stages.filters.heuristic",
+    "classifier_filter": "curator.stages.filters.classifier",
     "sample": "curator.stages.sample",
     "exact_dedup": "curator.stages.dedup.exact",
     "fuzzy_dedup": "curator.stages.dedup.fuzzy",

