@@ -37,7 +37,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,7 +51,7 @@ UNIQUE = 0.85
 EDIT_RATE = 0.01
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 _EN_SPLIT = re.compile(r"(?<=[.!?])\s+")
-_JA_SPLIT = re.compile(r"(?<=[。！？])")
+_JA_SPLIT = re.compile("(?<=[\u3002\uff01\uff1f])")  # after a Japanese full stop, ! or ?
 
 POOL: dict[str, list[str]] = {}  # sentences per language, set before the workers fork
 
