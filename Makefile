@@ -51,6 +51,8 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_decontaminate.py
 	$(PY) benchmarks/bench_heuristics.py
 	$(PY) benchmarks/bench_nemo.py
+	$(PY) benchmarks/bench_exact_hash.py --mb 100
+	$(PY) benchmarks/bench_dedup_product.py --gb 0.05 --devices cpu --stage fuzzy --workers 2 --part-mb 10
 
 lint: install-dev
 	$(VENV)/bin/ruff check curator tests benchmarks
