@@ -133,3 +133,20 @@ def test_gpu_kernel_equals_cpu_kernel(sample_docs) -> None:
                   pa.array(texts * 2, pa.large_string()).slice(7, len(texts)),
                   pa.chunked_array([pa.array(texts[:10]), pa.array(texts[10:])])):
         _assert_same(doc_hashes_gpu(array), doc_hashes(array))
+
+
+def test_collapse_whitespace_is_the_regex() -> None:
+    """The numba whitespace collapse gives Arrow's ``\\s+`` → " " (RE2: ASCII [\\t\\n\\f\\r ])
+    on every kind of whitespace, Unicode ones and \\v included; sliced, chunked, nulls."""
+    import pyarrow.compute as pc
+
+    from curator.kernels.whitespace import collapse_whitespace
+
+    rng = random.Random(5)
+    units = ["a", "b", " ", "\t", "\n", "\r", "\x0b", "\x0c", "\u3000", "\xa0", "\u2028", "\x85",
+             "é", "日", "  "]
+    docs = ["".join(rng.choice(units) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
+    array = pa.array([*docs, None, ""])
+    for case in (array, array.slice(3, 2000), pa.chunked_array([array[:10], array[10:]])):
+        want = pc.replace_substring_regex(case, r"\s+", " ")
+        assert collapse_whitespace(case).to_pylist() == want.to_pylist()
