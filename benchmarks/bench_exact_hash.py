@@ -93,23 +93,31 @@ def main() -> None:
         lines.append(f"| {name} | {loop:.4f} | {bulk:.4f} | {nbytes / loop / 1e9:.2f} | "
                      f"{nbytes / bulk / 1e9:.2f} | {loop / bulk:.2f}x |")
         print(lines[-1], flush=True)
-    runs = {a: _product(parts, args.work / f"run-{a}", a) for a in ("xxh3_128_loop", "xxh3_128")}
-    lines += ["", "## Product path (Python builder, Dask cluster of one worker process)", "",
-              "| algorithm | whole run s | exact_dedup s | hash phase s | group s | remove s |",
-              "|---|---|---|---|---|---|"]
+    algorithms = ("xxh3_128_loop", "xxh3_128")
+    tries: dict[str, list[dict]] = {a: [] for a in algorithms}
+    for _ in range(args.repeat):  # alternated, so that a busy moment does not favour one
+        for a in algorithms:
+            tries[a].append(_product(parts, args.work / f"run-{a}", a))
+    runs = {a: min(t, key=lambda r: r["stage"]) for a, t in tries.items()}
+    lines += ["", f"## Product path (Python builder, Dask cluster of one worker process; the "
+              f"run with the fastest stage of {args.repeat}, alternated)", "",
+              "| algorithm | whole run s | exact_dedup s | hash phase s | group s | remove s | "
+              "exact_dedup s of every try |", "|---|---|---|---|---|---|---|"]
     for algorithm, r in runs.items():
         ph = r["phases"]
+        every = ", ".join(f"{t['stage']:.2f}" for t in tries[algorithm])
         lines.append(f"| {algorithm} | {r['wall']:.2f} | {r['stage']:.2f} | "
                      f"{ph['hash']['seconds']:.2f} | {ph['group']['seconds']:.2f} | "
-                     f"{ph['remove']['seconds']:.2f} |")
+                     f"{ph['remove']['seconds']:.2f} | {every} |")
     loop, bulk = runs["xxh3_128_loop"], runs["xxh3_128"]
-    same = loop["files"] == bulk["files"]
+    same = all(t["files"] == loop["files"] for ts in tries.values() for t in ts)
     lines += ["", f"Stage speed-up {loop['stage'] / bulk['stage']:.2f}x, hash phase "
               f"{loop['phases']['hash']['seconds'] / bulk['phases']['hash']['seconds']:.2f}x; "
               f"outputs byte-identical: {'yes' if same else 'NO'} "
               f"(kept {bulk['kept']:,}, removed {bulk['removed']:,}). The hash phase also reads "
-              "the part, normalises the text (Arrow: lower case, whitespace regex) and writes "
-              "the buckets, which the kernel does not change."]
+              "the part, normalises the text (Arrow lower case, the numba whitespace collapse) "
+              "and writes the buckets; a fresh worker also imports numba and loads the "
+              "cached kernels once."]
     RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 

@@ -104,7 +104,7 @@ def _bswap64(x):
 
 @nb.njit(inline="always", nogil=True)
 def _mix16(d, p, k, o):
-    return _fold(_r64(d, p) ^ k[o], _r64(d, p + _U[8]) ^ k[o + 8])
+    return _fold(_r64(d, p) ^ k[o], _r64(d, p + _U[8]) ^ k[o + _U[8]])
 
 
 @nb.njit(inline="always", nogil=True)
@@ -198,20 +198,21 @@ def _lane(a, v, w, key):
 def _stripes(a, d, q, count, k, o):
     """Accumulate ``count`` stripes of 64 bytes from ``d[q:]`` with secret offsets o, o+8, ..."""
     a0, a1, a2, a3, a4, a5, a6, a7 = a
+    o = np.uint64(o)  # unsigned: no negative-index branch on the secret's loads
     for _ in range(count):
         v0, v1, v2, v3 = _r64(d, q), _r64(d, q + _U[8]), _r64(d, q + _U[16]), _r64(d, q + _U[24])
         v4, v5, v6, v7 = (_r64(d, q + _U[32]), _r64(d, q + _U[40]), _r64(d, q + _U[48]),
                           _r64(d, q + _U[56]))
         a0 = _lane(a0, v0, v1, k[o])
-        a1 = _lane(a1, v1, v0, k[o + 8])
-        a2 = _lane(a2, v2, v3, k[o + 16])
-        a3 = _lane(a3, v3, v2, k[o + 24])
-        a4 = _lane(a4, v4, v5, k[o + 32])
-        a5 = _lane(a5, v5, v4, k[o + 40])
-        a6 = _lane(a6, v6, v7, k[o + 48])
-        a7 = _lane(a7, v7, v6, k[o + 56])
+        a1 = _lane(a1, v1, v0, k[o + _U[8]])
+        a2 = _lane(a2, v2, v3, k[o + _U[16]])
+        a3 = _lane(a3, v3, v2, k[o + _U[24]])
+        a4 = _lane(a4, v4, v5, k[o + _U[32]])
+        a5 = _lane(a5, v5, v4, k[o + _U[40]])
+        a6 = _lane(a6, v6, v7, k[o + _U[48]])
+        a7 = _lane(a7, v7, v6, k[o + _U[56]])
         q += _U[64]
-        o += 8
+        o += _U[8]
     return (a0, a1, a2, a3, a4, a5, a6, a7), q
 
 
