@@ -327,15 +327,20 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
              f"their words edited), generated in {made['seconds']:.1f} s on "
              f"{args.processes} processes.", "",
              "| device | whole run s (wall) | run s (stats) | stage s | stage TB/h | run TB/h | "
-             "driver peak MiB | largest process MiB | tree sum peak MiB | kept | removed |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "driver peak MiB | largest worker MiB (worker processes) | largest process MiB | "
+             "tree sum peak MiB | kept | removed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         lines.append(f"| {r['device']} | {r['wall']:.1f} | {r['run_seconds']:.1f} | "
                      f"{r['stage_seconds']:.1f} | {_tbh(nbytes, r['stage_seconds']):.3f} | "
                      f"{_tbh(nbytes, r['wall']):.3f} | {r['driver_mb']:.0f} | "
+                     f"{r['max_worker_mb']:.0f} ({r['workers_seen']}) | "
                      f"{r['max_process_mb']:.0f} | {r['tree_mb']:.0f} | {r['kept']:,} | "
                      f"{r['removed']:,} |")
-    lines += ["", "Per-phase seconds (stats.json `phases`; tasks in brackets):", ""]
+    lines += ["", "Peak RSS sampled every 0.1 s over the run's process tree (a pipeline whose "
+              "stages all release the GIL runs its workers as threads of the driver: no worker "
+              "processes then).", "",
+              "Per-phase seconds (stats.json `phases`; tasks in brackets):", ""]
     for r in runs:
         phases = ", ".join(f"{name} {p['seconds']:.2f} ({p['tasks']})"
                            for name, p in r["phases"].items())
