@@ -409,6 +409,9 @@ def main() -> None:
     text = report(args, made, runs, joined, command)
     args.results.write_text(text, encoding="utf-8")
     print(text)
+    digests = {(r["kept_ids"], r["bytes_digest"]) for r in runs}
+    if len(digests) > 1:
+        raise SystemExit("the devices' outputs differ")
 
 
 if __name__ == "__main__":
