@@ -102,13 +102,15 @@ def plan(config: Path, set_: Sets = None) -> None:
 @app.command()
 def report(run_dir: Path) -> None:
     """Print a run's funnel and write report.html beside its stats.json."""
-    from curator.report.funnel import funnel_table, load_stats, write_report
+    from curator.report.funnel import funnel_table, load_stats, phase_lines, write_report
 
     try:
         stats = load_stats(run_dir)
     except FileNotFoundError as err:
         fail(str(err), FAILED)
     _stdout().print(funnel_table(stats))
+    for line in phase_lines(stats):
+        typer.echo(line)
     typer.echo(f"wrote {write_report(run_dir, stats)}")
 
 

@@ -30,6 +30,13 @@ def funnel_table(stats: dict[str, Any]) -> Table:
     return table
 
 
+def phase_lines(stats: dict[str, Any]) -> list[str]:
+    """One line per dataset stage: each phase's seconds and tasks, in the order they ran."""
+    return [f"{s['name']} phases: " + ", ".join(
+        f"{name} {p['seconds']:.2f} s ({p['tasks']} tasks)" for name, p in s["phases"].items())
+        for s in stats["stages"] if s.get("phases")]
+
+
 def _svg(stages: list[dict[str, Any]]) -> str:
     top = max([s["in"] for s in stages] + [1])
     row, rows = 34, []
@@ -96,7 +103,13 @@ def render_html(stats: dict[str, Any]) -> str:
             "<p>green: kept · orange: removed · red: failed</p><table><tr><th>stage</th>"
             "<th>type</th><th>in</th><th>kept</th><th>removed</th><th>failed</th>"
             f"<th>removed by reason</th><th>seconds</th></tr>{rows}</table>"
-            f"{_signals(stats['stages'])}</body></html>")
+            f"{_phases(stats)}{_signals(stats['stages'])}</body></html>")
+
+
+def _phases(stats: dict[str, Any]) -> str:
+    lines = phase_lines(stats)
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f"<h2>Phases</h2><ul>{items}</ul>" if lines else ""
 
 
 def write_report(run_dir: str | Path, stats: dict[str, Any] | None = None) -> Path:

@@ -1,12 +1,19 @@
 """The runtime's side of a dataset stage: restartable phases (each task commits its files and
 then a marker; a restarted run skips tasks whose marker matches the configuration), the shared
-removal phase, side inputs."""
+removal phase, side inputs.
+
+Each phase's wall seconds and task count are kept (``phase_times``: the stage's
+``stats.json`` entry lists them under ``phases``). A phase that an earlier, cut run of the
+same configuration finished whole reports the seconds that run saved for it (the segment's
+``_manifests/segment-NN/phases.json``, beside the manifests: timings, not output); a phase
+resumed part-way reports this run's seconds only."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +28,7 @@ from curator.commit import commit_files, temporary_for, write_json_atomic
 from curator.counts import StageCount
 from curator.runtime.errors import CurationError
 from curator.runtime.executors import WorkerDied
-from curator.runtime.rundir import RunDir
+from curator.runtime.rundir import MANIFESTS, RunDir
 from curator.stages.context import Decide
 
 
@@ -39,9 +46,15 @@ class PhaseContext:
     rejected: Literal["ids", "documents"]
     batch_bytes: int
     progress: Callable[[str, int, int], None] | None = None
+    phases: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def phase_times(self) -> dict[str, dict[str, Any]]:
+        """``{phase: {"seconds": wall seconds, "tasks": tasks}}`` in the order they ran."""
+        return {name: dict(entry) for name, entry in self.phases.items()}
 
     def run_phase(self, phase: str, fn: Callable[[Any], dict], tasks: list[Any],
                   keys: list[str], resources: dict[str, float] | None = None) -> list[dict]:
+        started = time.perf_counter()
         markers = self.work_dir / phase / "_done"
         results: dict[str, dict] = {}
         todo = []
@@ -66,7 +79,23 @@ class PhaseContext:
                               {"fingerprint": self.fingerprint, "result": result})
             results[key] = result
             self._report(phase, len(results), len(tasks))
+        self._time(phase, len(tasks), bool(todo), time.perf_counter() - started)
         return [results[k] for k in keys]
+
+    def _time(self, phase: str, tasks: int, ran: bool, seconds: float) -> None:
+        """Record the phase's seconds; a phase an earlier run finished keeps that run's."""
+        path = self.run_dir.root / MANIFESTS / self.work_dir.name / "phases.json"
+        saved: dict[str, Any] = {}
+        if path.exists():
+            saved = json.loads(path.read_text(encoding="utf-8"))
+            if saved.get("fingerprint") != self.fingerprint:
+                saved = {}
+        times = saved.get("phases", {})
+        if not ran and phase in times:
+            seconds = times[phase]["seconds"]
+        self.phases[phase] = {"seconds": round(seconds, 4), "tasks": tasks}
+        times[phase] = {"seconds": round(seconds, 4)}
+        write_json_atomic(path, {"fingerprint": self.fingerprint, "phases": times})
 
     def _report(self, phase: str, done: int, total: int) -> None:
         if self.progress is not None:

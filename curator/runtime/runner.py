@@ -87,6 +87,8 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
                                    stage.type, fingerprint, pipeline.on_error, pipeline.rejected,
                                    pipeline.batch_bytes, reporter.phase)
                 result = stage.run_dataset(_parts(shards), ctx)
+                if ctx.phases:
+                    result.count.facts.setdefault("phases", ctx.phase_times())
                 manifests[segment.index] = [{"stages": [result.count.to_dict()]}]
                 shards = [Shard(i, str(p), label=p.name) for i, p in enumerate(result.parts)]
                 continue

@@ -110,3 +110,43 @@ def test_score_field_keeps_the_best_scored_copy_and_md5_agrees(tmp_path):
         assert_accounting(out)
         kept[algorithm] = sorted(pq.read_table(out / "write_parquet").column("id").to_pylist())
     assert kept["xxh3_128"] == kept["md5"] == [f"d{i:02d}-c1" for i in range(len(docs))]
+
+
+def _rows(run) -> dict[str, list]:
+    """Kept and removed documents of a run, sorted by id, and the bytes of every output file."""
+    kept = pq.read_table(run / "write_parquet").sort_by("id").to_pylist()
+    removed = pq.read_table(run / "rejected" / "exact_dedup").sort_by("id").to_pylist()
+    files = {str(p.relative_to(run)): p.read_bytes()
+             for folder in ("write_parquet", "rejected") for p in sorted((run / folder).rglob("*"))
+             if p.is_file()}
+    return {"kept": kept, "removed": removed, "files": files}
+
+
+def test_bulk_hash_gives_the_per_document_loop_output(inputs, tmp_path, dask_scheduler):
+    """The bulk kernel (the default), the former per-document loop and md5: the same kept and
+    removed documents, the same bytes, lowest id surviving (a real Dask cluster)."""
+    folder, records = inputs
+    runs = {}
+    for algorithm in ("xxh3_128", "xxh3_128_loop", "md5"):
+        pipeline = Pipeline([ReadJsonl(path=f"{folder}/*.jsonl"), LengthFilter(min_chars=1),
+                             ExactDedup(buckets=3, algorithm=algorithm, device="cpu"),
+                             WriteParquet()], name="exact")
+        stats = pipeline.run(output=tmp_path / algorithm, scheduler=dask_scheduler,
+                             progress=False).stats
+        assert stats["stages"][2]["dedup"] == {"algorithm": algorithm, "device": "cpu"}
+        runs[algorithm] = _rows(tmp_path / algorithm)
+    assert runs["xxh3_128"] == runs["xxh3_128_loop"]
+    assert runs["xxh3_128"]["kept"] == runs["md5"]["kept"]
+    assert runs["xxh3_128"]["removed"] == runs["md5"]["removed"]
+    assert {r["id"] for r in runs["xxh3_128"]["kept"]} == set(_expected_survivors(records).values())
+
+
+def test_device_placement():
+    auto = ExactDedup()
+    assert auto.for_cluster(gpus=False).device == "cpu"
+    assert auto.fingerprint() == ExactDedup(device="gpu").fingerprint()  # placement only
+    assert ExactDedup(algorithm="md5").for_cluster(gpus=True).device == "cpu"
+    assert ExactDedup(device="gpu").resources() == {"GPU": 1}
+    assert ExactDedup(device="cpu").resources() == {}
+    with pytest.raises(ValueError, match="xxh3_128 only"):
+        ExactDedup(device="gpu", algorithm="md5")

@@ -1,7 +1,9 @@
 """Exact dedup: hash normalised text, shuffle by hash into buckets, keep one per group.
 
 Phases (each restartable, none collects the dataset in one process):
-  1. ``hash``   per part:   (h1, h2, id, score, part, row) → ``hash/<part>/bucket-B.parquet``
+  1. ``hash``   per part:   (h1, h2, id, score, part, row) → ``hash/<part>/bucket-B.parquet``;
+                            XXH3-128 in bulk over the Arrow buffers (``kernels.doc_hash``), on a
+                            GPU worker (``doc_hash_gpu``) when ``device`` resolves to gpu
   2. ``group``  per bucket: sort by (hash, rank); first of each group survives →
                             ``decisions/bucket-B.parquet`` (part, row, id, duplicate_of)
   3. ``remove`` per part:   the runtime's removal phase drops the rows the decisions name
@@ -11,6 +13,7 @@ Phases (each restartable, none collects the dataset in one process):
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import xxhash
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from curator.batch import ID, TEXT
 from curator.commit import commit_files, temporary_for
@@ -34,14 +37,16 @@ REASON_EXACT = "exact_duplicate"
 
 
 def normalise_text(text: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """Lower case, whitespace runs collapsed to one space, ends trimmed (Unicode-aware)."""
-    lowered = pc.utf8_lower(text)
-    collapsed = pc.replace_substring_regex(lowered, r"\s+", " ")
-    return pc.utf8_trim_whitespace(collapsed)
+    r"""Lower case (Unicode), runs of ``[\t\n\f\r ]`` collapsed to one space (what the regex
+    ``\s+`` of Arrow's RE2 matches, by a numba kernel), ends trimmed of Unicode whitespace."""
+    from curator.kernels.whitespace import collapse_whitespace
+
+    return pc.utf8_trim_whitespace(collapse_whitespace(pc.utf8_lower(text)))
 
 
 def text_hashes(text: pa.Array, algorithm: str) -> tuple[np.ndarray, np.ndarray]:
-    """128-bit hash of each text as two uint64 arrays (xxh3-128 or md5)."""
+    """128-bit hash of each text as two uint64 arrays (xxh3-128 or md5), one document at a time
+    in Python (``document_hashes`` computes xxh3-128 in bulk)."""
     blobs = text.cast(pa.large_binary()).to_pylist()
     if algorithm == "md5":
         digests = b"".join(hashlib.md5(b, usedforsecurity=False).digest() for b in blobs)
@@ -49,6 +54,24 @@ def text_hashes(text: pa.Array, algorithm: str) -> tuple[np.ndarray, np.ndarray]
         digests = b"".join(xxhash.xxh3_128_digest(b) for b in blobs)
     pairs = np.frombuffer(digests, dtype=">u8").reshape(-1, 2).astype(np.uint64)
     return pairs[:, 0].copy(), pairs[:, 1].copy()
+
+
+def document_hashes(text: pa.Array | pa.ChunkedArray, algorithm: str,
+                    device: str) -> tuple[np.ndarray, np.ndarray]:
+    """(high, low) 64-bit halves of each document's digest: ``xxh3_128`` by the bulk kernel on
+    the CPU or the GPU (the same bits), ``xxh3_128_loop`` and ``md5`` by ``text_hashes``."""
+    if algorithm != "xxh3_128":
+        return text_hashes(text, algorithm.removesuffix("_loop"))
+    if device == "gpu":
+        from curator.kernels.doc_hash_gpu import doc_hashes_gpu
+        from curator.kernels.minhash_gpu import gpu_available
+
+        if not gpu_available():
+            raise RuntimeError("exact_dedup: device 'gpu' but CuPy sees no GPU")
+        return doc_hashes_gpu(text)
+    from curator.kernels.doc_hash import doc_hashes
+
+    return doc_hashes(text)
 
 
 @dataclass(frozen=True)
@@ -60,12 +83,14 @@ class _HashTask:
     normalise: bool
     algorithm: str
     score_field: str | None
+    device: str
 
 
 def _hash_part(task: _HashTask) -> dict:
     table = pq.read_table(task.path)
     text = table.column(TEXT).combine_chunks()
-    h1, h2 = text_hashes(normalise_text(text) if task.normalise else text, task.algorithm)
+    h1, h2 = document_hashes(normalise_text(text) if task.normalise else text, task.algorithm,
+                             task.device)
     columns = {"h1": h1, "h2": h2, ID: table.column(ID),
                "part": np.full(len(h1), task.part, np.int32),
                "row": np.arange(len(h1), dtype=np.int64)}
@@ -136,11 +161,33 @@ class ExactDedup(DatasetStage):
 
     type = "exact_dedup"
     holds_gil: ClassVar[bool] = True
+    placement: ClassVar[frozenset[str]] = frozenset({"device"})  # GPU == CPU, bit for bit
 
-    algorithm: Literal["xxh3_128", "md5"] = "xxh3_128"
+    algorithm: Literal["xxh3_128", "xxh3_128_loop", "md5"] = Field(
+        "xxh3_128", description="xxh3_128: XXH3-128 over the Arrow buffers in bulk (CPU or GPU); "
+        "xxh3_128_loop: the same digest one document at a time (xxhash package); md5.")
     normalise: bool = Field(True, description="Lower-case and collapse whitespace first.")
     score_field: str | None = Field(None, description="Keep the highest score, not lowest id.")
     buckets: int | None = Field(None, gt=0, description="Shuffle buckets; default: one per part.")
+    device: Literal["cpu", "gpu", "auto"] = Field(
+        "auto", description="Where the hash phase runs. auto: gpu when the cluster has GPU "
+        "workers, CuPy is installed and the algorithm is xxh3_128.")
+
+    @model_validator(mode="after")
+    def _gpu_needs_bulk_hash(self) -> ExactDedup:
+        if self.device == "gpu" and self.algorithm != "xxh3_128":
+            raise ValueError(f"device 'gpu' hashes with xxh3_128 only, not {self.algorithm!r}")
+        return self
+
+    def resources(self) -> dict[str, float]:
+        return {"GPU": 1} if self.device == "gpu" else {}
+
+    def for_cluster(self, gpus: bool) -> ExactDedup:
+        if self.device != "auto":
+            return self
+        gpu = (gpus and self.algorithm == "xxh3_128"
+               and importlib.util.find_spec("cupy") is not None)
+        return self.model_copy(update={"device": "gpu" if gpu else "cpu"})
 
     def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
         started = time.perf_counter()
@@ -153,11 +200,12 @@ class ExactDedup(DatasetStage):
         buckets = self.buckets or max(1, len(parts))
         keys = [f"part-{i:05d}" for i in range(len(parts))]
         ctx.run_phase("hash", _hash_part, [
-            _HashTask(i, str(p), work, buckets, self.normalise, self.algorithm, self.score_field)
-            for i, p in enumerate(parts)], keys)
+            _HashTask(i, str(p), work, buckets, self.normalise, self.algorithm, self.score_field,
+                      self.device) for i, p in enumerate(parts)], keys, self.resources())
         ctx.run_phase("group", _group_bucket, [
             _GroupTask(b, work, len(parts), self.score_field is not None)
             for b in range(buckets)], [f"bucket-{b:05d}" for b in range(buckets)])
         outputs, count = ctx.remove(parts, _Duplicates(work))
         count.seconds = time.perf_counter() - started
+        count.facts["dedup"] = {"algorithm": self.algorithm, "device": self.device}
         return DatasetResult(outputs, count)

@@ -1,0 +1,418 @@
+"""The product path of dedup, timed on a realistic corpus: `curate run` read_parquet → fuzzy_dedup
+(or exact_dedup) → write_parquet, once per device, side by side in one call.
+
+    python benchmarks/bench_dedup_product.py --gb 4 --devices cpu gpu --stage fuzzy --workers 16
+
+1. Builds the corpus (``--gb`` of UTF-8 text) as Parquet parts of ``--part-mb`` each, on every
+   core: mostly unique documents, each a random recombination of real English and Japanese
+   sentences with word-level mutations (85%), and planted near-duplicates of other documents,
+   anywhere in the corpus, with about 1% of their words (or characters) edited (15%); the
+   cluster map (near-duplicate → original) is written beside the parts. Sentences come from
+   ``--corpus DIR`` (a ``pool.json.gz`` written by ``--save-pool``, or the layout of
+   /work/shared/corpus), else /work/shared/corpus.
+2. For each device runs the real CLI, ``python -m curator.cli run`` (the stage's ``device`` set;
+   the CPU run hides the GPUs, so its local cluster has ``--workers`` CPU workers only; the GPU
+   run's cluster adds one GPU worker per device), and records its wall time, the stage's seconds
+   and per-phase times from stats.json, and the peak RSS of every process of the run's tree
+   (sampled: driver, scheduler and workers; the largest process and the largest tree sum).
+3. Checks that the devices' outputs are identical (the sorted kept ids, the output files' bytes)
+   and writes ``benchmarks/results_dedup_product.md``: TB/h of the stage and of the whole run,
+   ratio gpu/cpu, and for fuzzy dedup how many planted near-duplicates joined their original.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import multiprocessing as mp
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+import xxhash
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "corpus"
+if not SHARED.exists():
+    SHARED = Path("/work/shared/corpus")
+RESULTS = ROOT / "benchmarks" / "results_dedup_product.md"
+UNIQUE = 0.85
+EDIT_RATE = 0.01
+_JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
+_EN_SPLIT = re.compile(r"(?<=[.!?])\s+")
+_JA_SPLIT = re.compile("(?<=[\u3002\uff01\uff1f])")  # after a Japanese full stop, ! or ?
+
+POOL: dict[str, list[str]] = {}  # sentences per language, set before the workers fork
+
+
+# ------------------------------------------------------------------------------------ corpus
+def _jsonl_texts(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [d.get("text", "") for d in map(json.loads, f) if isinstance(d, dict)]
+
+
+def _source_texts(corpus: Path) -> list[str]:
+    """English reviews, speeches and Gutenberg books, Japanese Wikipedia and Aozora texts."""
+    texts: list[str] = []
+    for pattern in ("text_corpus/**/*.jsonl.gz", "japanese/wiki_paragraphs/*.jsonl.gz"):
+        for path in sorted(corpus.glob(pattern)):
+            texts += _jsonl_texts(path)
+    for pattern in ("text_corpus/gutenberg/*.txt.gz", "japanese/aozora/**/*.txt.gz"):
+        for path in sorted(corpus.glob(pattern)):
+            with gzip.open(path, "rb") as f:
+                texts.append(f.read().decode("utf-8", errors="replace"))
+    return texts
+
+
+def build_pool(corpus: Path) -> dict[str, list[str]]:
+    """Sentences of the corpus per language (deduplicated, 20 to 600 characters)."""
+    pool_file = corpus / "pool.json.gz"
+    if pool_file.exists():
+        with gzip.open(pool_file, "rt", encoding="utf-8") as f:
+            return json.load(f)
+    en: set[str] = set()
+    ja: set[str] = set()
+    for text in _source_texts(corpus):
+        for para in re.split(r"\n\s*\n|\n", text.replace("\r", "\n")):
+            para = " ".join(para.split())
+            if _JAPANESE.search(para):
+                ja.update(s for s in _JA_SPLIT.split(para) if 20 <= len(s) <= 600)
+            else:
+                en.update(s for s in _EN_SPLIT.split(para) if 20 <= len(s) <= 600)
+    if len(en) < 1000 or len(ja) < 1000:
+        raise SystemExit(f"{corpus}: too few sentences (en {len(en)}, ja {len(ja)}); pass "
+                         "--corpus with a pool.json.gz (--save-pool) or /work/shared/corpus")
+    return {"en": sorted(en), "ja": sorted(ja)}
+
+
+def _mutate(sentence: str, rng: random.Random, japanese: bool) -> str:
+    """A word-level mutation (two neighbouring words swapped, a word repeated or dropped)."""
+    units = list(sentence) if japanese else sentence.split(" ")
+    if len(units) < 3:
+        return sentence
+    i = rng.randrange(len(units) - 1)
+    r = rng.random()
+    if r < 0.4:
+        units[i], units[i + 1] = units[i + 1], units[i]
+    elif r < 0.7:
+        units.insert(i, units[i])
+    else:
+        del units[i]
+    return ("" if japanese else " ").join(units)
+
+
+def _unique_doc(seed: int, part: int, k: int) -> str:
+    """Document k of part ``part``: recombined sentences of one language, mutated."""
+    rng = random.Random(seed * 1_000_003 + part * 10_000_019 + k)
+    japanese = rng.random() < 0.3
+    pool = POOL["ja" if japanese else "en"]
+    n = max(2, int(rng.lognormvariate(3.0, 0.7)))  # median 20 sentences, a long tail
+    sentences = [_mutate(s, rng, japanese) if rng.random() < 0.15 else s
+                 for s in rng.choices(pool, k=n)]
+    joiner = "" if japanese else " "
+    cut = rng.sample(range(1, n), min(n - 1, n // 6))  # paragraphs
+    out, start = [], 0
+    for c in sorted(cut):
+        out.append(joiner.join(sentences[start:c]))
+        start = c
+    out.append(joiner.join(sentences[start:]))
+    return "\n\n".join(out)
+
+
+def _near_duplicate(text: str, rng: random.Random) -> str:
+    japanese = _JAPANESE.search(text[:200]) is not None
+    units = list(text) if japanese else text.split(" ")
+    for _ in range(max(1, int(len(units) * EDIT_RATE))):
+        i = rng.randrange(len(units))
+        units[i] = rng.choice(units)
+    return ("" if japanese else " ").join(units)
+
+
+def doc_id(part: int, k: int) -> str:
+    return f"p{part:05d}-{k:07d}"
+
+
+def _is_unique(seed: int, part: int, k: int) -> bool:
+    return random.Random(seed * 7_000_003 + part * 1_000_033 + k).random() < UNIQUE
+
+
+@dataclass(frozen=True)
+class _PartJob:
+    part: int
+    parts: int
+    docs: int
+    seed: int
+    folder: str
+
+
+def _write_part(job: _PartJob) -> tuple[int, int, list[tuple[str, str]]]:
+    texts, planted = [], []
+    for k in range(job.docs):
+        if _is_unique(job.seed, job.part, k):
+            texts.append(_unique_doc(job.seed, job.part, k))
+            continue
+        rng = random.Random(job.seed * 5_000_011 + job.part * 1_000_037 + k)
+        while True:  # the original: a unique document anywhere in the corpus
+            p, j = rng.randrange(job.parts), rng.randrange(job.docs)
+            if _is_unique(job.seed, p, j):
+                break
+        texts.append(_near_duplicate(_unique_doc(job.seed, p, j), rng))
+        planted.append((doc_id(job.part, k), doc_id(p, j)))
+    table = pa.table({"id": [doc_id(job.part, k) for k in range(job.docs)],
+                      "text": pa.array(texts, pa.large_string())})
+    pq.write_table(table, Path(job.folder) / f"part-{job.part:05d}.parquet",
+                   row_group_size=16384, compression="zstd")
+    return job.part, sum(len(t.encode()) for t in texts), planted
+
+
+def make_corpus(folder: Path, gb: float, part_mb: float, seed: int, corpus: Path,
+                processes: int) -> dict:
+    """Write the Parquet parts and ``clusters.parquet``; returns what was made."""
+    global POOL
+    POOL = build_pool(corpus)
+    probe = [_unique_doc(seed, 999_999, k) for k in range(400)]
+    mean = sum(len(t.encode()) for t in probe) / len(probe)
+    total_docs = max(1, int(gb * 1e9 / mean))
+    parts = max(1, round(gb * 1e3 / part_mb))
+    per_part = -(-total_docs // parts)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    started = time.perf_counter()
+    jobs = [_PartJob(p, parts, per_part, seed, str(folder)) for p in range(parts)]
+    with mp.get_context("fork").Pool(processes) as pool:
+        done = pool.map(_write_part, jobs, chunksize=1)
+    planted = [pair for _, _, pairs in done for pair in pairs]
+    pq.write_table(pa.table({"id": [d for d, _ in planted], "original": [o for _, o in planted]}),
+                   folder.parent / f"{folder.name}-clusters.parquet")
+    return {"parts": parts, "docs": parts * per_part, "bytes": sum(b for _, b, _ in done),
+            "planted": len(planted), "seconds": time.perf_counter() - started,
+            "sentences": {k: len(v) for k, v in POOL.items()}}
+
+
+# ------------------------------------------------------------------------------------ runs
+@dataclass
+class Peaks:
+    """Peak RSS per process of a tree (MiB), and of the tree's sum."""
+
+    per_process: dict[int, tuple[str, float]] = field(default_factory=dict)
+    tree: float = 0.0
+
+
+def _role(proc: psutil.Process, root: int) -> str:
+    if proc.pid == root:
+        return "driver"
+    try:
+        cmd = " ".join(proc.cmdline())
+    except psutil.Error:
+        return "?"
+    if "resource_tracker" in cmd:
+        return "resource_tracker"
+    return "worker" if "spawn_main" in cmd or "forkserver" in cmd else "process"
+
+
+def _sample(root: psutil.Process, peaks: Peaks, stop: threading.Event, interval: float) -> None:
+    while not stop.is_set():
+        total = 0.0
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            tree = [root]
+        for proc in tree:
+            try:
+                rss = proc.memory_info().rss / 2**20
+            except psutil.Error:
+                continue
+            total += rss
+            role, best = peaks.per_process.get(proc.pid, (None, 0.0))
+            peaks.per_process[proc.pid] = (role or _role(proc, root.pid), max(best, rss))
+        peaks.tree = max(peaks.tree, total)
+        stop.wait(interval)
+
+
+def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
+                   workers: int) -> None:
+    lines = [f"name: bench-{stage}-{device}", f"output: {out}",
+             f"executor: {{type: dask, workers: {workers}}}", "stages:",
+             f"  - {{type: read_parquet, path: \"{parts}/part-*.parquet\"}}",
+             f"  - {{type: {stage}_dedup, device: {device}}}", "  - {type: write_parquet}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -> dict:
+    out = work / f"run-{stage}-{device}"
+    if out.exists():
+        shutil.rmtree(out)
+    config = work / f"{stage}-{device}.yaml"
+    write_pipeline(config, stage, device, parts, out, workers)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU worker in the CPU run's cluster
+    cmd = [sys.executable, "-m", "curator.cli", "run", str(config)]
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    peaks, stop = Peaks(), threading.Event()
+    sampler = threading.Thread(target=_sample, args=(psutil.Process(proc.pid), peaks, stop, 0.1),
+                               daemon=True)
+    sampler.start()
+    output, _ = proc.communicate()
+    wall = time.perf_counter() - started
+    stop.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"curate run ({device}) failed, exit {proc.returncode}:\n{output[-3000:]}")
+    stats = json.loads((out / "stats.json").read_text())
+    entry = next(s for s in stats["stages"] if s["type"] == f"{stage}_dedup")
+    kept = pq.read_table(out / "write_parquet", columns=["id"]).column("id").to_pylist()
+    digest = xxhash.xxh3_128()
+    for path in sorted((out / "write_parquet").glob("*.parquet")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    workers_peak = [mb for role, mb in peaks.per_process.values() if role == "worker"]
+    return {"device": device, "wall": wall, "run_seconds": stats.get("seconds", wall),
+            "stage_seconds": entry["seconds"], "phases": entry.get("phases", {}),
+            "in": entry["in"], "kept": entry["kept"], "removed": entry["removed"],
+            "facts": entry.get("dedup", {}),
+            "kept_ids": xxhash.xxh3_128_hexdigest("\n".join(sorted(kept)).encode()),
+            "bytes_digest": digest.hexdigest(),
+            "driver_mb": next((mb for r, mb in peaks.per_process.values() if r == "driver"), 0),
+            "max_process_mb": max((mb for _, mb in peaks.per_process.values()), default=0),
+            "max_worker_mb": max(workers_peak, default=0), "workers_seen": len(workers_peak),
+            "tree_mb": peaks.tree, "out": out}
+
+
+def planted_joined(run: Path, clusters: Path) -> tuple[int, int]:
+    """Planted near-duplicates whose cluster is their original's (fuzzy dedup's cluster_id)."""
+    cols = ["id", "cluster_id"]
+    table = pa.concat_tables([
+        pq.read_table(run / "write_parquet", columns=cols),
+        pq.read_table(run / "rejected" / "fuzzy_dedup", columns=cols)])
+    cluster = dict(zip(table.column("id").to_pylist(), table.column("cluster_id").to_pylist(),
+                       strict=True))
+    pairs = pq.read_table(clusters)
+    joined = sum(cluster.get(d) == cluster.get(o) for d, o in
+                 zip(pairs.column("id").to_pylist(), pairs.column("original").to_pylist(),
+                     strict=True))
+    return joined, pairs.num_rows
+
+
+# ------------------------------------------------------------------------------------ report
+def _tbh(nbytes: int, seconds: float) -> float:
+    return nbytes / max(seconds, 1e-9) * 3600 / 1e12
+
+
+def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple[int, int] | None,
+           command: str) -> str:
+    nbytes = made["bytes"]
+    lines = [f"# dedup through the product path: `curate run` read_parquet → {args.stage}_dedup "
+             "→ write_parquet", "", f"Command: `{command}`", "",
+             f"Machine: {os.cpu_count()} cores; {args.workers} CPU workers; corpus "
+             f"{nbytes / 1e9:.3f} GB of text, {made['docs']:,} documents in {made['parts']} "
+             f"Parquet parts ({UNIQUE:.0%} unique recombinations of {made['sentences']['en']:,} "
+             f"English and {made['sentences']['ja']:,} Japanese sentences with word-level "
+             f"mutations, {made['planted']:,} planted near-duplicates with {EDIT_RATE:.0%} of "
+             f"their words edited), generated in {made['seconds']:.1f} s on "
+             f"{args.processes} processes.", "",
+             "| device | whole run s (wall) | run s (stats) | stage s | stage TB/h | run TB/h | "
+             "driver peak MiB | largest worker MiB (worker processes) | largest process MiB | "
+             "tree sum peak MiB | kept | removed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        lines.append(f"| {r['device']} | {r['wall']:.1f} | {r['run_seconds']:.1f} | "
+                     f"{r['stage_seconds']:.1f} | {_tbh(nbytes, r['stage_seconds']):.3f} | "
+                     f"{_tbh(nbytes, r['wall']):.3f} | {r['driver_mb']:.0f} | "
+                     f"{r['max_worker_mb']:.0f} ({r['workers_seen']}) | "
+                     f"{r['max_process_mb']:.0f} | {r['tree_mb']:.0f} | {r['kept']:,} | "
+                     f"{r['removed']:,} |")
+    lines += ["", "Peak RSS sampled every 0.1 s over the run's process tree (a pipeline whose "
+              "stages all release the GIL runs its workers as threads of the driver: no worker "
+              "processes then).", "",
+              "Per-phase seconds (stats.json `phases`; tasks in brackets):", ""]
+    for r in runs:
+        phases = ", ".join(f"{name} {p['seconds']:.2f} ({p['tasks']})"
+                           for name, p in r["phases"].items())
+        lines.append(f"- {r['device']}: {phases}")
+    by = {r["device"]: r for r in runs}
+    if "cpu" in by and "gpu" in by:
+        cpu, gpu = by["cpu"], by["gpu"]
+        same = cpu["kept_ids"] == gpu["kept_ids"] and cpu["bytes_digest"] == gpu["bytes_digest"]
+        lines += ["", f"GPU / CPU speed-up: stage {cpu['stage_seconds'] / gpu['stage_seconds']:.2f}"
+                  f"x, whole run {cpu['wall'] / gpu['wall']:.2f}x. Outputs identical (sorted "
+                  f"kept ids and output bytes): {'yes' if same else 'NO'}."]
+    for r in runs:
+        lines.append(f"\n{r['device']}: kept ids xxh3-128 {r['kept_ids']}, output bytes "
+                     f"xxh3-128 {r['bytes_digest']}, facts {json.dumps(r['facts'])}")
+    if joined is not None:
+        lines.append(f"\nPlanted near-duplicates in their original's cluster: {joined[0]:,} of "
+                     f"{joined[1]:,} ({joined[0] / max(joined[1], 1):.1%}).")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gb", type=float, default=4.0, help="GB of text to generate")
+    ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"], choices=["cpu", "gpu"])
+    ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--part-mb", type=float, default=150.0, help="MB of text per Parquet part")
+    ap.add_argument("--processes", type=int, default=os.cpu_count() or 1,
+                    help="processes that generate the corpus")
+    ap.add_argument("--corpus", type=Path, default=None,
+                    help="sentence source: a folder with pool.json.gz (see --save-pool) or "
+                    "the layout of /work/shared/corpus (default: that)")
+    ap.add_argument("--work", type=Path, default=ROOT / "bench-data" / "dedup-product")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--save-pool", type=Path, default=None,
+                    help="only write the sentence pool to this pool.json.gz (a few MB) and stop")
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    corpus = args.corpus or SHARED
+    command = "python benchmarks/bench_dedup_product.py " + " ".join(sys.argv[1:])
+    if args.save_pool:
+        pool = build_pool(corpus)
+        args.save_pool.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(args.save_pool, "wt", encoding="utf-8") as f:
+            json.dump(pool, f, ensure_ascii=False)
+        print(f"wrote {args.save_pool}: {len(pool['en']):,} English and {len(pool['ja']):,} "
+              f"Japanese sentences, {args.save_pool.stat().st_size / 1e6:.1f} MB")
+        return
+    args.work.mkdir(parents=True, exist_ok=True)
+    parts = args.work / f"corpus-{args.gb:g}gb"
+    made = make_corpus(parts, args.gb, args.part_mb, args.seed, corpus, args.processes)
+    print(f"corpus: {made['bytes'] / 1e9:.3f} GB, {made['docs']:,} docs, {made['parts']} parts, "
+          f"{made['planted']:,} planted near-duplicates, made in {made['seconds']:.1f} s",
+          flush=True)
+    runs = []
+    for device in args.devices:
+        r = run_device(args.stage, device, parts, args.work, args.workers)
+        print(f"{device}: whole run {r['wall']:.1f} s, {args.stage}_dedup "
+              f"{r['stage_seconds']:.1f} s ({_tbh(made['bytes'], r['stage_seconds']):.3f} TB/h), "
+              f"tree peak {r['tree_mb']:.0f} MiB, largest process {r['max_process_mb']:.0f} MiB",
+              flush=True)
+        runs.append(r)
+    joined = None
+    if args.stage == "fuzzy":
+        joined = planted_joined(runs[0]["out"], args.work / f"{parts.name}-clusters.parquet")
+    text = report(args, made, runs, joined, command)
+    args.results.write_text(text, encoding="utf-8")
+    print(text)
+    digests = {(r["kept_ids"], r["bytes_digest"]) for r in runs}
+    if len(digests) > 1:
+        raise SystemExit("the devices' outputs differ")
+
+
+if __name__ == "__main__":
+    main()
