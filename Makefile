@@ -51,6 +51,7 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_decontaminate.py
 	$(PY) benchmarks/bench_heuristics.py
 	$(PY) benchmarks/bench_nemo.py
+	$(PY) benchmarks/bench_extract.py
 
 lint: install-dev
 	$(VENV)/bin/ruff check curator tests benchmarks
