@@ -19,6 +19,7 @@ from resiliparse.parse.encoding import detect_encoding, map_encoding_to_html5
 PRESCAN_BYTES = 1024
 DETECT_BYTES = 64 << 10
 _META = re.compile(rb"""<meta\s[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:+-]+)""", re.I)
+_ESCAPED = re.compile("[\udc80-\udcff]")
 _XML_DECL = re.compile(rb"""^\s*<\?xml\s[^>]*?encoding\s*=\s*["']([A-Za-z0-9._:+-]+)""", re.I)
 #: Python codec -> the codec browsers actually use for that label (superset encodings).
 _BROWSER_CODEC = {"shift_jis": "cp932", "iso-8859-1": "cp1252", "latin-1": "cp1252",
@@ -83,24 +84,7 @@ def _decode(payload: bytes, codec: str, source: str, unknown: bool) -> Decoded:
         return Decoded(payload.decode(codec), codec, source, 0, unknown)
     except UnicodeDecodeError:
         pass
-    replaced = 0
-
-    def count(err: UnicodeDecodeError) -> tuple[str, int]:
-        nonlocal replaced
-        replaced += err.end - err.start
-        return "\ufffd", err.end
-
-    codecs.register_error("curator.count_replaced", _dispatch)
-    _HANDLER.append(count)
-    try:
-        text = payload.decode(codec, "curator.count_replaced")
-    finally:
-        _HANDLER.pop()
+    # surrogateescape keeps each undecodable byte as one lone surrogate: count, then replace
+    escaped = payload.decode(codec, "surrogateescape")
+    text, replaced = _ESCAPED.subn("\ufffd", escaped)
     return Decoded(text, codec, source, replaced, unknown)
-
-
-_HANDLER: list = []
-
-
-def _dispatch(err: UnicodeError) -> tuple[str, int]:
-    return _HANDLER[-1](err)
