@@ -80,14 +80,14 @@ class _RecordReader:
                        offset=offset, id=record_id, reason=reason,
                        excerpt=excerpt[:EXCERPT].decode("utf-8", "backslashreplace") or None)
 
-    def record(self, rec, base: int, batch: _Batch) -> None:
+    def record(self, rec, batch: _Batch) -> None:
         """One FastWARC record (read with ``parse_http=False``) into ``batch``."""
         kind = str(rec.record_type)
         if rec.record_type != WarcRecordType.response:
             batch.notes[f"skipped_{kind}"] += 1
             rec.reader.consume()
             return
-        offset = base + rec.stream_pos
+        offset = rec.stream_pos  # from the file's start, also when reading began further on
         record_id = rec.headers.get("WARC-Record-ID")
         block = rec.reader.read()
         short = None
@@ -176,7 +176,7 @@ def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterat
         try:
             for rec in _fastwarc_records(shard.path, base):
                 first, passed = False, passed + 1
-                reader.record(rec, base, batch)
+                reader.record(rec, batch)
                 if batch.size >= batch_bytes:
                     yield batch.take()
                     batch = _Batch()
@@ -200,18 +200,18 @@ def _fastwarc_records(path: str, base: int):
         if base:
             raw.seek(base)
         records = iter(ArchiveIterator(raw, parse_http=False))
-        last_end = base
+        last_start = base
         while True:
             try:
                 rec = next(records)
             except StopIteration:
                 return
             except OSError as err:
-                raise _Unparsable(last_end, f"unreadable WARC data after byte {last_end}: {err}; "
-                                  "the records there are lost, reading resumes at the next "
-                                  "record start") from None
+                raise _Unparsable(last_start, f"unreadable WARC data after byte {last_start}: "
+                                  f"{err}; the records there are lost, reading resumes at the "
+                                  "next record start") from None
             yield rec
-            last_end = base + rec.stream_pos
+            last_start = rec.stream_pos
 
 
 def _next_record_start(path: str, after: int, gzip: bool) -> int | None:
