@@ -14,11 +14,13 @@ import codecs
 import re
 from dataclasses import dataclass
 
+import pyarrow as pa
 from resiliparse.parse.encoding import detect_encoding, map_encoding_to_html5
 
 PRESCAN_BYTES = 1024
 DETECT_BYTES = 64 << 10
 _META = re.compile(rb"""<meta\s[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:+-]+)""", re.I)
+_ESCAPED = re.compile("[\udc80-\udcff]")
 _XML_DECL = re.compile(rb"""^\s*<\?xml\s[^>]*?encoding\s*=\s*["']([A-Za-z0-9._:+-]+)""", re.I)
 #: Python codec -> the codec browsers actually use for that label (superset encodings).
 _BROWSER_CODEC = {"shift_jis": "cp932", "iso-8859-1": "cp1252", "latin-1": "cp1252",
@@ -29,13 +31,28 @@ _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
 
 @dataclass(frozen=True)
 class Decoded:
-    """Text of a page, the codec used, where it came from and what could not be decoded."""
+    """A page as UTF-8, the codec used, where it came from and what could not be decoded."""
 
-    text: str
+    utf8: bytes  # the payload itself where it was valid UTF-8: no decoding, no copy
     encoding: str
     source: str  # bom, http, meta, detected
     replaced_bytes: int
     unknown_label: bool  # a label (header or meta) named no known charset
+
+    @property
+    def text(self) -> str:
+        return self.utf8.decode("utf-8")
+
+
+def _valid_utf8(data: bytes) -> bool:
+    """Arrow's (SIMD) UTF-8 check over the bytes in place: no str built, no copy."""
+    offsets = pa.array([0, len(data)], pa.int64()).buffers()[1]
+    binary = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)])
+    try:
+        binary.cast(pa.large_string())
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def browser_codec(label: str | None) -> str | None:
@@ -79,28 +96,13 @@ def decode_html(payload: bytes, http_charset: str | None = None) -> Decoded:
 
 
 def _decode(payload: bytes, codec: str, source: str, unknown: bool) -> Decoded:
+    if codec == "utf-8" and _valid_utf8(payload):
+        return Decoded(payload, codec, source, 0, unknown)
     try:
-        return Decoded(payload.decode(codec), codec, source, 0, unknown)
+        return Decoded(payload.decode(codec).encode("utf-8"), codec, source, 0, unknown)
     except UnicodeDecodeError:
         pass
-    replaced = 0
-
-    def count(err: UnicodeDecodeError) -> tuple[str, int]:
-        nonlocal replaced
-        replaced += err.end - err.start
-        return "\ufffd", err.end
-
-    codecs.register_error("curator.count_replaced", _dispatch)
-    _HANDLER.append(count)
-    try:
-        text = payload.decode(codec, "curator.count_replaced")
-    finally:
-        _HANDLER.pop()
-    return Decoded(text, codec, source, replaced, unknown)
-
-
-_HANDLER: list = []
-
-
-def _dispatch(err: UnicodeError) -> tuple[str, int]:
-    return _HANDLER[-1](err)
+    # surrogateescape keeps each undecodable byte as one lone surrogate: count, then replace
+    escaped = payload.decode(codec, "surrogateescape")
+    text, replaced = _ESCAPED.subn("\ufffd", escaped)
+    return Decoded(text.encode("utf-8"), codec, source, replaced, unknown)

@@ -56,15 +56,19 @@ class _Batch:
     notes: Counter = field(default_factory=Counter)
     size: int = 0
 
-    def add(self, row: dict[str, str]) -> None:
+    def add(self, row: dict[str, str | bytes]) -> None:
+        """A row whose ``text`` is UTF-8 bytes (Arrow takes them without re-encoding)."""
         for name in COLUMNS:
             self.rows[name].append(row[name])
         self.size += len(row["text"])
 
     def take(self) -> SourceBatch:
-        table = pa.table({c: pa.array(v, pa.string()) for c, v in self.rows.items()}) \
-            if self.rows["id"] else pa.table({})
-        return SourceBatch(table, self.failed, self.notes)
+        if not self.rows["id"]:
+            return SourceBatch(pa.table({}), self.failed, self.notes)
+        columns = {c: pa.array(v, pa.string()) for c, v in self.rows.items() if c != "text"}
+        # every text is valid UTF-8 already (checked or encoded by decode_html): a view, no check
+        columns["text"] = pa.array(self.rows["text"], pa.binary()).view(pa.string())
+        return SourceBatch(pa.table({c: columns[c] for c in COLUMNS}), self.failed, self.notes)
 
 
 class _RecordReader:
@@ -80,14 +84,14 @@ class _RecordReader:
                        offset=offset, id=record_id, reason=reason,
                        excerpt=excerpt[:EXCERPT].decode("utf-8", "backslashreplace") or None)
 
-    def record(self, rec, base: int, batch: _Batch) -> None:
+    def record(self, rec, batch: _Batch) -> None:
         """One FastWARC record (read with ``parse_http=False``) into ``batch``."""
         kind = str(rec.record_type)
         if rec.record_type != WarcRecordType.response:
             batch.notes[f"skipped_{kind}"] += 1
             rec.reader.consume()
             return
-        offset = base + rec.stream_pos
+        offset = rec.stream_pos  # from the file's start, also when reading began further on
         record_id = rec.headers.get("WARC-Record-ID")
         block = rec.reader.read()
         short = None
@@ -130,7 +134,7 @@ class _RecordReader:
             batch.failed.append(self.failure("empty", "the response has no payload", offset,
                                              record_id))
             return
-        if payload.count(0) > BINARY_FRACTION * len(payload):
+        if b"\0" in payload and payload.count(0) > BINARY_FRACTION * len(payload):
             batch.failed.append(self.failure("binary_content", "NUL bytes in a page labelled "
                                              "HTML", offset, record_id, payload[:256]))
             return
@@ -146,7 +150,7 @@ class _RecordReader:
             batch.notes["charset_unknown"] += 1
         if decoded.source == "detected":
             batch.notes["charset_detected"] += 1
-        batch.add({"id": record_id, "text": decoded.text, "date": date, "url": url,
+        batch.add({"id": record_id, "text": decoded.utf8, "date": date, "url": url,
                    "warc_file": self.shard.label, "warc_record_id": record_id})
 
 
@@ -176,7 +180,7 @@ def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterat
         try:
             for rec in _fastwarc_records(shard.path, base):
                 first, passed = False, passed + 1
-                reader.record(rec, base, batch)
+                reader.record(rec, batch)
                 if batch.size >= batch_bytes:
                     yield batch.take()
                     batch = _Batch()
@@ -200,18 +204,18 @@ def _fastwarc_records(path: str, base: int):
         if base:
             raw.seek(base)
         records = iter(ArchiveIterator(raw, parse_http=False))
-        last_end = base
+        last_start = base
         while True:
             try:
                 rec = next(records)
             except StopIteration:
                 return
             except OSError as err:
-                raise _Unparsable(last_end, f"unreadable WARC data after byte {last_end}: {err}; "
-                                  "the records there are lost, reading resumes at the next "
-                                  "record start") from None
+                raise _Unparsable(last_start, f"unreadable WARC data after byte {last_start}: "
+                                  f"{err}; the records there are lost, reading resumes at the "
+                                  "next record start") from None
             yield rec
-            last_end = base + rec.stream_pos
+            last_start = rec.stream_pos
 
 
 def _next_record_start(path: str, after: int, gzip: bool) -> int | None:

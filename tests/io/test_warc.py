@@ -172,13 +172,15 @@ def test_a_gzip_member_cut_short_at_the_end(tmp_path):
 def test_a_corrupt_gzip_member_in_the_middle_loses_only_its_record(tmp_path):
     path = tmp_path / "mid.warc.gz"
     pages = [(f"http://a/{i}", _page(f"{i} " + "varied words here " * (50 + i)), "text/html")
-             for i in range(3)]
+             for i in range(4)]
     write_warc(path, pages)
     data = bytearray(path.read_bytes())
     starts = [m.start() for m in re.finditer(b"\x1f\x8b\x08", bytes(data))]
     middle = (starts[1] + starts[2]) // 2
     data[middle:middle + 8] = b"\x00" * 8
-    path.write_bytes(bytes(data))
+    # and the last member cut short: its failure must name its own offset after the resync
+    path.write_bytes(bytes(data[:starts[3] + (len(data) - starts[3]) // 2]))
     rows, failed, _ = read(path)
     assert [r["url"] for r in rows] == ["http://a/0", "http://a/2"]
-    assert len(failed) == 1 and failed[0].reason == "corrupt_gzip"
+    assert [f.reason for f in failed] == ["corrupt_gzip", "truncated_gzip"]
+    assert failed[1].offset == starts[3]

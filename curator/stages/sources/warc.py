@@ -4,18 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pydantic import Field
+
 from curator.batch import Shard, SourceBatch
+from curator.io.files import list_shards
 from curator.io.warc import read_warc_batches
-from curator.stages.base import FileSource
+from curator.stages.base import Source
 
 
-class ReadWarc(FileSource):
+class ReadWarc(Source):
     """Read the HTML ``response`` records of WARC files (plain or gzip; ARC through warcio),
     one shard per file. ``text`` is the page's decoded HTML: follow with ``extract_html``.
     Columns: id (WARC-Record-ID), text, date, url, warc_file, warc_record_id."""
 
     type = "read_warc"
     requires = {"fastwarc": "extract", "warcio": "extract", "resiliparse": "extract"}
+
+    path: str | list[str] = Field(description="WARC file, glob or list of them (local, "
+                                  "http(s)://, s3://).")
+
+    def shards(self) -> list[Shard]:
+        return list_shards(self.path)
 
     def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
         yield from read_warc_batches(shard, batch_bytes, self.name or self.type)
