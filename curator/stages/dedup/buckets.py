@@ -13,6 +13,18 @@ import pyarrow.parquet as pq
 
 from curator.commit import temporary_for
 
+#: Shuffle buckets by default: at least this many (parallelism), one per this many bytes of parts
+#: (memory of a bucket task), never more than the parts (files per phase = parts x buckets).
+MIN_BUCKETS = 16
+BUCKET_BYTES = 256 << 20
+
+
+def default_buckets(parts: list[Path]) -> int:
+    """Buckets for a shuffle over ``parts``: the number of files a phase writes is parts x
+    buckets, so buckets grow with the data, not with the number of parts."""
+    size = sum(Path(p).stat().st_size for p in parts)
+    return max(1, min(len(parts), max(MIN_BUCKETS, size // BUCKET_BYTES)))
+
 
 def write_table(table: pa.Table, final: Path, pending: list[tuple[Path, Path]],
                 fmt: Literal["arrow", "parquet"] = "arrow") -> None:

@@ -31,7 +31,7 @@ from curator.batch import ID, TEXT
 from curator.commit import commit_files, temporary_for
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions
-from curator.stages.dedup.buckets import write_split
+from curator.stages.dedup.buckets import default_buckets, write_split
 
 REASON_EXACT = "exact_duplicate"
 
@@ -168,7 +168,8 @@ class ExactDedup(DatasetStage):
         "xxh3_128_loop: the same digest one document at a time (xxhash package); md5.")
     normalise: bool = Field(True, description="Lower-case and collapse whitespace first.")
     score_field: str | None = Field(None, description="Keep the highest score, not lowest id.")
-    buckets: int | None = Field(None, gt=0, description="Shuffle buckets; default: one per part.")
+    buckets: int | None = Field(None, gt=0, description="Shuffle buckets; default: 16 to one per "
+                                "256 MB of parts, at most one per part.")
     device: Literal["cpu", "gpu", "auto"] = Field(
         "auto", description="Where the hash phase runs. auto: gpu when the cluster has GPU "
         "workers, CuPy is installed and the algorithm is xxh3_128.")
@@ -197,7 +198,7 @@ class ExactDedup(DatasetStage):
                 raise ValueError(f"{ctx.stage_name}: score_field {self.score_field!r} is not a "
                                  f"column of the dataset (columns: {', '.join(columns)})")
         work = str(ctx.work_dir)
-        buckets = self.buckets or max(1, len(parts))
+        buckets = self.buckets or default_buckets(parts)
         keys = [f"part-{i:05d}" for i in range(len(parts))]
         ctx.run_phase("hash", _hash_part, [
             _HashTask(i, str(p), work, buckets, self.normalise, self.algorithm, self.score_field,

@@ -49,7 +49,7 @@ from curator.commit import commit_files, temporary_for
 from curator.kernels.lsh import fmix64
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions
-from curator.stages.dedup.buckets import write_split
+from curator.stages.dedup.buckets import default_buckets, write_split
 
 REASON_FUZZY = "near_duplicate"
 _ROW_BITS = 32
@@ -436,7 +436,8 @@ class FuzzyDedup(DatasetStage):
     device: Literal["cpu", "gpu", "auto"] = Field(
         "auto", description="auto: gpu when the cluster has GPU workers and CuPy is installed.")
     keep: Literal["lowest_id"] = "lowest_id"
-    buckets: int | None = Field(None, gt=0, description="Shuffle partitions; default: parts.")
+    buckets: int | None = Field(None, gt=0, description="Shuffle partitions; default: 16 to "
+                                "one per 256 MB of parts, at most one per part.")
     max_rounds: int = Field(64, gt=0, description="Component rounds before giving up.")
 
     def resources(self) -> dict[str, float]:
@@ -461,7 +462,7 @@ class FuzzyDedup(DatasetStage):
         started = time.perf_counter()
         work = str(ctx.work_dir)
         params = self.minhash_params()
-        nb = self.buckets or max(1, len(parts))
+        nb = self.buckets or default_buckets(parts)
         keys = [f"part-{i:05d}" for i in range(len(parts))]
         bucket_keys = [f"bucket-{b:05d}" for b in range(nb)]
         gpu = self.resources()
