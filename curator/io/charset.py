@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import struct
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -46,10 +47,10 @@ class Decoded:
 
 def _valid_utf8(data: bytes) -> bool:
     """Arrow's (SIMD) UTF-8 check over the bytes in place: no str built, no copy."""
-    offsets = pa.array([0, len(data)], pa.int64()).buffers()[1]
-    binary = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)])
+    offsets = pa.py_buffer(struct.pack("<qq", 0, len(data)))
+    text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)])
     try:
-        binary.cast(pa.large_string())
+        text.validate(full=True)
     except pa.ArrowInvalid:
         return False
     return True
