@@ -1,9 +1,13 @@
 """WARC reading: HTML ``response`` records as documents.
 
-FastWARC parses the file (local or any fsspec URL; gzip detected). Where FastWARC cannot parse
-a file at all (ARC files, odd framings) warcio reads it instead. Each record's block is read
-whole and checked against its ``Content-Length``: a short block (a clipped file, a truncated
-gzip member) fails with reason ``truncated_gzip`` / ``truncated_record``. A record whose header
+FastWARC parses the file (local or any fsspec URL; gzip detected), HTTP headers included. Where
+FastWARC cannot parse a file at all (ARC files, odd framings) warcio reads it instead. A
+response's payload is taken as read when it is whole and neither transfer- nor content-encoded
+(the common case: one read, no copy of the block); any other response is read again from its
+offset the long way: its block read whole and checked against its ``Content-Length``, then its
+HTTP message parsed and decoded. A short block (a clipped file, a truncated gzip member) fails
+with reason ``truncated_gzip`` / ``truncated_record``; an undecodable HTTP message
+(bad chunks, bad gzip) with ``bad_record``. A record whose header
 cannot be parsed (a wrong ``Content-Length`` upstream shifts the next header) fails with reason
 ``bad_record`` (``corrupt_gzip`` where the gzip data is damaged), at the offset of the last good
 record; reading resumes at the next record start (``WARC/1.`` or a gzip member) after it.
