@@ -82,8 +82,8 @@ def decode_html(payload: bytes, http_charset: str | None = None) -> Decoded:
     for bom, codec in _BOMS:
         if payload.startswith(bom):
             return _decode(payload[len(bom):], codec, "bom", unknown)
-    for source, label in (("http", http_charset),
-                          ("meta", meta_charset(payload[:PRESCAN_BYTES]))):
+    for source in ("http", "meta"):  # the meta tag looked for only where the header fails
+        label = http_charset if source == "http" else meta_charset(payload[:PRESCAN_BYTES])
         if label:
             codec = browser_codec(label)
             if codec is None:
