@@ -14,6 +14,7 @@ import codecs
 import re
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pyarrow as pa
 from resiliparse.parse.encoding import detect_encoding, map_encoding_to_html5
@@ -56,6 +57,7 @@ def _valid_utf8(data: bytes) -> bool:
     return True
 
 
+@lru_cache(maxsize=1024)
 def browser_codec(label: str | None) -> str | None:
     """The Python codec a browser would use for charset ``label`` (WHATWG names first, then
     Python's aliases); None when unknown."""
