@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import codecs
 import re
+import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pyarrow as pa
 from resiliparse.parse.encoding import detect_encoding, map_encoding_to_html5
@@ -46,15 +48,16 @@ class Decoded:
 
 def _valid_utf8(data: bytes) -> bool:
     """Arrow's (SIMD) UTF-8 check over the bytes in place: no str built, no copy."""
-    offsets = pa.array([0, len(data)], pa.int64()).buffers()[1]
-    binary = pa.Array.from_buffers(pa.large_binary(), 1, [None, offsets, pa.py_buffer(data)])
+    offsets = pa.py_buffer(struct.pack("<qq", 0, len(data)))
+    text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)])
     try:
-        binary.cast(pa.large_string())
+        text.validate(full=True)
     except pa.ArrowInvalid:
         return False
     return True
 
 
+@lru_cache(maxsize=1024)
 def browser_codec(label: str | None) -> str | None:
     """The Python codec a browser would use for charset ``label`` (WHATWG names first, then
     Python's aliases); None when unknown."""
@@ -81,8 +84,8 @@ def decode_html(payload: bytes, http_charset: str | None = None) -> Decoded:
     for bom, codec in _BOMS:
         if payload.startswith(bom):
             return _decode(payload[len(bom):], codec, "bom", unknown)
-    for source, label in (("http", http_charset),
-                          ("meta", meta_charset(payload[:PRESCAN_BYTES]))):
+    for source in ("http", "meta"):  # the meta tag looked for only where the header fails
+        label = http_charset if source == "http" else meta_charset(payload[:PRESCAN_BYTES])
         if label:
             codec = browser_codec(label)
             if codec is None:

@@ -1,9 +1,13 @@
 """WARC reading: HTML ``response`` records as documents.
 
-FastWARC parses the file (local or any fsspec URL; gzip detected). Where FastWARC cannot parse
-a file at all (ARC files, odd framings) warcio reads it instead. Each record's block is read
-whole and checked against its ``Content-Length``: a short block (a clipped file, a truncated
-gzip member) fails with reason ``truncated_gzip`` / ``truncated_record``. A record whose header
+FastWARC parses the file (local or any fsspec URL; gzip detected), HTTP headers included. Where
+FastWARC cannot parse a file at all (ARC files, odd framings) warcio reads it instead. A
+response's payload is taken as read when it is whole and neither transfer- nor content-encoded
+(the common case: one read, no copy of the block); any other response is read again from its
+offset the long way: its block read whole and checked against its ``Content-Length``, then its
+HTTP message parsed and decoded. A short block (a clipped file, a truncated gzip member) fails
+with reason ``truncated_gzip`` / ``truncated_record``; an undecodable HTTP message
+(bad chunks, bad gzip) with ``bad_record``. A record whose header
 cannot be parsed (a wrong ``Content-Length`` upstream shifts the next header) fails with reason
 ``bad_record`` (``corrupt_gzip`` where the gzip data is damaged), at the offset of the last good
 record; reading resumes at the next record start (``WARC/1.`` or a gzip member) after it.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -84,13 +89,32 @@ class _RecordReader:
                        offset=offset, id=record_id, reason=reason,
                        excerpt=excerpt[:EXCERPT].decode("utf-8", "backslashreplace") or None)
 
-    def record(self, rec, batch: _Batch) -> None:
-        """One FastWARC record (read with ``parse_http=False``) into ``batch``."""
-        kind = str(rec.record_type)
-        if rec.record_type != WarcRecordType.response:
+    def record(self, rec, batch: _Batch, place: tuple[int, int] | None) -> None:
+        """One FastWARC record into ``batch``. Read with ``parse_http=True`` (``place`` given:
+        the byte reading began at and the record's number from there), the common case (an
+        HTTP block neither cut short nor transfer- or content-encoded) takes the payload as it
+        stands; any other record is read again and taken the long way (:meth:`block_record`),
+        so both give the same rows, failures and notes."""
+        kind = rec.record_type
+        if kind != WarcRecordType.response:
             batch.notes[f"skipped_{kind}"] += 1
             rec.reader.consume()
             return
+        if place is None or not rec.is_http:
+            self.block_record(rec, batch)
+            return
+        http = rec.http_headers
+        payload = rec.reader.read()
+        if (len(payload) < rec.content_length or "Transfer-Encoding" in http
+                or "Content-Encoding" in http or "Content-Length" not in rec.headers):
+            with _record_again(self.shard.path, rec, *place) as again:
+                self.block_record(again, batch)
+            return
+        self.payload_record(rec, http, payload, batch)
+
+    def block_record(self, rec, batch: _Batch) -> None:
+        """A response record whose HTTP message is not parsed yet: its block read whole and
+        length-checked, then parsed (undoing transfer and content encodings)."""
         offset = rec.stream_pos  # from the file's start, also when reading began further on
         record_id = rec.headers.get("WARC-Record-ID")
         block = rec.reader.read()
@@ -111,16 +135,20 @@ class _RecordReader:
             batch.failed.append(self.failure("bad_record", f"unreadable HTTP message: {err}",
                                              offset, record_id, block[:EXCERPT]))
             return
-        status = rec.http_headers.status_code if rec.is_http else None
-        content_type = (rec.http_content_type or "").lower()
+        self.payload_record(rec, rec.http_headers if rec.is_http else None, payload, batch)
+
+    def payload_record(self, rec, http, payload: bytes, batch: _Batch) -> None:
+        """A response whose HTTP payload is read: a document, or skipped by status or type."""
+        status = http.status_code if http is not None else None
         if status is None or not 200 <= status < 300:
             batch.notes["skipped_status"] += 1
-        elif content_type not in HTML_TYPES:
+        elif (rec.http_content_type or "").lower() not in HTML_TYPES:
             batch.notes["skipped_not_html"] += 1
         else:
-            self.document(payload, rec.http_headers.get("Content-Type"), offset, record_id,
-                          _target_uri(rec.headers.get("WARC-Target-URI")),
-                          rec.headers.get("WARC-Date"),
+            headers = rec.headers
+            self.document(payload, http.get("Content-Type"), rec.stream_pos,
+                          headers.get("WARC-Record-ID"),
+                          _target_uri(headers.get("WARC-Target-URI")), headers.get("WARC-Date"),
                           batch)
 
     def document(self, payload: bytes, content_type: str | None, offset: int,
@@ -178,9 +206,9 @@ def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterat
     while base is not None:
         passed = 0
         try:
-            for rec in _fastwarc_records(shard.path, base):
+            for rec, place in _fastwarc_records(shard.path, base):
                 first, passed = False, passed + 1
-                reader.record(rec, batch)
+                reader.record(rec, batch, place)
                 if batch.size >= batch_bytes:
                     yield batch.take()
                     batch = _Batch()
@@ -199,11 +227,33 @@ def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterat
 
 
 def _fastwarc_records(path: str, base: int):
+    """FastWARC's records of ``path`` from byte ``base``, each with its place ``(base, number)``
+    where its HTTP message is parsed, else None; a parse error as ``_Unparsable``. Records are
+    read with ``parse_http=True``; where that fails, the stretch from the last good record is
+    read again without HTTP parsing, so that only a damaged WARC header (not an odd HTTP one)
+    stops reading."""
+    last_start, yielded = base, False
+    try:
+        for number, rec in enumerate(_records(path, base, parse_http=True)):
+            yield rec, (base, number)
+            last_start, yielded = rec.stream_pos, True
+    except _Unparsable:
+        pass
+    else:
+        return
+    records = _records(path, last_start, parse_http=False)
+    if yielded:
+        next(records, None)  # the last good record, taken already
+    for rec in records:
+        yield rec, None
+
+
+def _records(path: str, base: int, parse_http: bool):
     """FastWARC's records of ``path`` from byte ``base``; a parse error as ``_Unparsable``."""
     with open_binary(path) as raw:
         if base:
             raw.seek(base)
-        records = iter(ArchiveIterator(raw, parse_http=False))
+        records = iter(ArchiveIterator(raw, parse_http=parse_http))
         last_start = base
         while True:
             try:
@@ -216,6 +266,26 @@ def _fastwarc_records(path: str, base: int):
                                   "next record start") from None
             yield rec
             last_start = rec.stream_pos
+
+
+@contextmanager
+def _record_again(path: str, rec, base: int, number: int):
+    """Record ``rec`` (the ``number``-th from byte ``base``) read again, its HTTP message
+    unparsed: from its offset where that finds it (a record per gzip member, or no gzip), else
+    counting from ``base``."""
+    offset, record_id = rec.stream_pos, rec.headers.get("WARC-Record-ID")
+    records = _records(path, offset, parse_http=False)
+    again = next(records, None)
+    if again is None or again.stream_pos != offset or \
+            again.headers.get("WARC-Record-ID") != record_id:
+        records.close()
+        records = _records(path, base, parse_http=False)
+        for _ in range(number + 1):
+            again = next(records)
+    try:
+        yield again
+    finally:
+        records.close()
 
 
 def _next_record_start(path: str, after: int, gzip: bool) -> int | None:

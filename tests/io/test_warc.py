@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import gzip
+import io
 import re
+import zlib
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator as WarcioIterator
+from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from curator.batch import Shard
@@ -184,3 +187,88 @@ def test_a_corrupt_gzip_member_in_the_middle_loses_only_its_record(tmp_path):
     assert [r["url"] for r in rows] == ["http://a/0", "http://a/2"]
     assert [f.reason for f in failed] == ["corrupt_gzip", "truncated_gzip"]
     assert failed[1].offset == starts[3]
+
+
+# ---- HTTP messages read as FastWARC parses them, the long way only where needed: pinned here
+PAGE = _page("caf\xe9 cr\xe8me, chunked and zipped " * 200)
+
+
+def _chunked(data: bytes, size: int = 1000) -> bytes:
+    chunks = (data[i:i + size] for i in range(0, len(data), size))
+    return b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+
+
+def _encoded_warc(path: Path, layout: str, broken: bool = False) -> list[str]:
+    """A dns: response, then HTML responses plain, chunked, gzip, chunked gzip, deflate, a 404
+    (gzip), [a bad gzip body, bad chunks,] and a last plain one; returns the record ids."""
+    zipped = gzip.compress(PAGE)
+    bodies = [("plain", PAGE, [("Content-Length", str(len(PAGE)))], "200 OK"),
+              ("chunked", _chunked(PAGE), [("Transfer-Encoding", "chunked")], "200 OK"),
+              ("gzip", zipped, [("Content-Encoding", "gzip")], "200 OK"),
+              ("both", _chunked(zipped), [("Content-Encoding", "gzip"),
+                                          ("Transfer-Encoding", "chunked")], "200 OK"),
+              ("deflate", zlib.compress(PAGE), [("Content-Encoding", "deflate")], "200 OK"),
+              ("missing", zipped, [("Content-Encoding", "gzip")], "404 Not Found")]
+    if broken:
+        bodies += [("badgzip", b"not gzip at all" * 10, [("Content-Encoding", "gzip")], "200 OK"),
+                   ("badchunks", b"zz\r\nnope\r\n", [("Transfer-Encoding", "chunked")], "200 OK")]
+    bodies.append(("last", PAGE, [], "200 OK"))
+    out = io.BytesIO()
+    writer = WARCWriter(out, gzip=layout == "gzip")
+    ids = []
+    records = [writer.create_warc_record("dns:a.example", "response",
+                                         payload=io.BytesIO(b"20140325121225\na.example.\t300\t"
+                                                            b"IN\tA\t93.184.216.34\n"),
+                                         warc_content_type="text/dns")]
+    for name, body, headers, status in bodies:
+        http = StatusAndHeaders(status, [("Content-Type", "text/html; charset=utf-8"), *headers],
+                                protocol="HTTP/1.1")
+        records.append(writer.create_warc_record(f"http://a/{name}", "response",
+                                                 payload=io.BytesIO(body), http_headers=http))
+    for record in records:
+        ids.append(record.rec_headers.get_header("WARC-Record-ID"))
+        writer.write_record(record)
+    data = out.getvalue()
+    path.write_bytes(gzip.compress(data) if layout == "one gzip member" else data)
+    return ids
+
+
+LAYOUTS = ["plain", "gzip", "one gzip member"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_encoded_payloads_are_decoded_and_a_dns_response_is_skipped(tmp_path, layout):
+    path = tmp_path / ("e.warc.gz" if "gzip" in layout else "e.warc")
+    _encoded_warc(path, layout)
+    rows, failed, notes = read(path, batch_bytes=4096)
+    assert failed == []
+    assert {r["url"]: r["text"] for r in rows} == {
+        f"http://a/{name}": PAGE.decode() for name in
+        ("plain", "chunked", "gzip", "both", "deflate", "last")}
+    assert notes["skipped_status"] == 2  # the dns: record (no HTTP) and the 404
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_broken_http_encoding_fails_only_its_own_record(tmp_path, layout):
+    path = tmp_path / ("b.warc.gz" if "gzip" in layout else "b.warc")
+    ids = _encoded_warc(path, layout, broken=True)
+    rows, failed, notes = read(path)
+    assert [(f.reason, f.id) for f in failed] == [("bad_record", ids[7]), ("bad_record", ids[8])]
+    assert all(f.excerpt.startswith("HTTP/1.1 200 OK") for f in failed)  # the block as read
+    assert len(rows) == 6 and rows[-1]["url"] == "http://a/last"
+    assert notes["skipped_status"] == 2
+
+
+def test_a_record_cut_in_its_payload_fails_with_the_block_as_read(tmp_path):
+    path = tmp_path / "cut.warc"
+    _encoded_warc(path, "plain")
+    data = path.read_bytes()
+    last = data.rindex(b"WARC/1.")
+    path.write_bytes(data[:-len(PAGE) // 2])
+    rows, failed, _ = read(path)
+    assert len(rows) == 5 and "http://a/last" not in {r["url"] for r in rows}
+    [cut] = failed
+    assert (cut.reason, cut.offset) == ("truncated_record", last)
+    block = data[data.index(b"\r\n\r\n", last) + 4:-len(PAGE) // 2]
+    assert f"the record block has {len(block)} of its" in cut.error
+    assert cut.excerpt == block[:2048].decode("utf-8", "backslashreplace")

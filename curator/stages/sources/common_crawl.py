@@ -26,6 +26,7 @@ class CommonCrawl(Source):
     cached) and its HTML responses read."""
 
     type = "common_crawl"
+    version = 2  # 2: a bad HTTP encoding fails its record only (no second failure)
     requires = {"fastwarc": "extract", "warcio": "extract", "resiliparse": "extract"}
     placement = frozenset({"cache_dir", "max_tries", "base_delay_s", "max_delay_s", "timeout_s",
                            "per_host_connections"})

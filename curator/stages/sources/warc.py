@@ -18,6 +18,7 @@ class ReadWarc(Source):
     Columns: id (WARC-Record-ID), text, date, url, warc_file, warc_record_id."""
 
     type = "read_warc"
+    version = 2  # 2: a bad HTTP encoding fails its record only (no second failure)
     requires = {"fastwarc": "extract", "warcio": "extract", "resiliparse": "extract"}
 
     path: str | list[str] = Field(description="WARC file, glob or list of them (local, "
