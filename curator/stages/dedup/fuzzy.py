@@ -32,6 +32,8 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import time
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -362,6 +364,7 @@ def _clusters_bucket(task: _ClusterTask) -> dict:
         result = schema.empty_table()
         part = np.empty(0, np.int64)
         clusters = in_clusters = 0
+        sizes: dict[str, int] = {}
     else:
         table = table.sort_by([("label", "ascending"), (ID, "ascending"), ("part", "ascending"),
                                ("row", "ascending")])
@@ -377,11 +380,21 @@ def _clusters_bucket(task: _ClusterTask) -> dict:
         part = table.column("part").to_numpy().astype(np.int64)
         clusters = len(start)
         in_clusters = int((size > 1).sum())
+        values, counts = np.unique(size[start], return_counts=True)
+        sizes = {str(v): int(c) for v, c in zip(values, counts, strict=True) if v > 1}
     out = folder / "clusters" / f"bucket-{task.bucket:05d}"
     pending: list[tuple[Path, Path]] = []
     write_split(result, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
     commit_files(pending)
-    return {"clusters": clusters, "in_clusters": in_clusters}
+    return {"clusters": clusters, "in_clusters": in_clusters, "sizes": sizes}
+
+
+def _sum_sizes(per_bucket: Iterable[dict[str, int]]) -> dict[str, int]:
+    """Clusters per size (members, survivor included), over every bucket, smallest first."""
+    total: Counter = Counter()
+    for sizes in per_bucket:
+        total.update(sizes)
+    return {k: total[k] for k in sorted(total, key=int)}
 
 
 # ------------------------------------------------------------------------------------ phase 7
@@ -499,5 +512,6 @@ class FuzzyDedup(DatasetStage):
             "edges": sum(e["edges"] for e in edges), "component_rounds": rnd + 1,
             "clusters": sum(c["clusters"] for c in clusters),
             "in_clusters": sum(c["in_clusters"] for c in clusters),
+            "cluster_sizes": _sum_sizes(c.get("sizes", {}) for c in clusters),
             "no_shingle": sum(s["empty"] for s in sig), "device": self.device}
         return DatasetResult(outputs, count)
