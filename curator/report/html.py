@@ -72,7 +72,7 @@ def _summary(stats: dict[str, Any]) -> str:
 
 
 def _funnel(stages: list[Stage]) -> str:
-    rows = [(f"{s['name']} ({s['type']})",
+    rows = [(_stage_label(s),
              [Segment(s["kept"], KEPT, f"kept {s['kept']:,}"),
               Segment(s["removed"], REMOVED, f"removed {s['removed']:,}"),
               Segment(s["failed"], FAILED, f"failed {s['failed']:,}")],
@@ -177,7 +177,7 @@ def _dedup(stages: list[Stage]) -> str:
             rows = [(f"size {k}", [Segment(n, PALETTE[0], f"{n:,} clusters of {k}")], f"{n:,}")
                     for k, n in sizes.items()]
             plot = "<p class='note'>clusters per size</p>" + bars(
-                rows, f"cluster sizes {s['name']}", width=360, label_width=120)
+                rows, f"cluster sizes {s['name']}", width=360, label_width=140)
         parts.append(f"<h3>{escape(s['name'])}</h3><p>{s['removed']:,} duplicates removed of "
                      f"{s['in']:,} · {escape(text)}</p>{plot}")
     return "<h2>Deduplication</h2>" + "".join(parts) if parts else ""
@@ -207,7 +207,7 @@ def _time(stages: list[Stage]) -> str:
         phases = s.get("phases") or {}
         if phases:
             segments = [Segment(p["seconds"], PALETTE[i % len(PALETTE)],
-                                f"{phase}: {p['seconds']:.2f} s")
+                                f"{phase}: {p['seconds']:.2f} s", phase)
                         for i, (phase, p) in enumerate(phases.items())]
         else:
             segments = [Segment(s["seconds"], PALETTE[0], f"{s['seconds']:.2f} s")]
@@ -222,6 +222,11 @@ def _phases(stats: dict[str, Any]) -> str:
     lines = phase_lines(stats)
     items = "".join(f"<li>{escape(line)}</li>" for line in lines)
     return f"<h2>Phases</h2><ul>{items}</ul>" if lines else ""
+
+
+def _stage_label(stage: Stage) -> str:
+    """The stage's name, with its type when the name differs."""
+    return stage["name"] if stage["name"] == stage["type"] else f"{stage['name']} ({stage['type']})"
 
 
 def _reason_text(stage: Stage) -> str:

@@ -15,11 +15,13 @@ BEFORE, AFTER = "#a5d8ff", "#1971c2"
 
 @dataclass(frozen=True)
 class Segment:
-    """One piece of a stacked bar: its value, colour and tooltip."""
+    """One piece of a stacked bar: its value, colour, tooltip and a word written inside it
+    when it fits."""
 
     value: float
     color: str
     title: str
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class Series:
 
 
 def bars(rows: list[tuple[str, list[Segment], str]], label: str, width: int = 560,
-         label_width: int = 240) -> str:
+         label_width: int = 280) -> str:
     """One horizontal stacked bar per row (label, segments, note written after the bar),
     scaled to the largest row total. Each bar is a ``<g class="bar">``."""
     top = max([sum(s.value for s in segments) for _, segments, _ in rows] + [1e-12])
@@ -46,10 +48,14 @@ def bars(rows: list[tuple[str, list[Segment], str]], label: str, width: int = 56
             if w > 0:
                 rects.append(f'<rect x="{x:.1f}" y="{y}" width="{max(w, 0.5):.1f}" height="22" '
                              f'fill="{s.color}"><title>{escape(s.title)}</title></rect>')
+            if s.text and w > 7 * len(s.text) + 6:
+                rects.append(f'<text x="{x + 3:.1f}" y="{y + 15}" font-size="11" fill="#fff">'
+                             f"{escape(s.text)}</text>")
             x += w
+        shown = _clip(name, int(label_width / 7.6))
         parts.append(f'<g class="bar" data-label="{escape(name)}">'
                      f'<text x="{label_width - 8}" y="{y + 16}" font-size="13" '
-                     f'text-anchor="end">{escape(_clip(name, 34))}</text>{"".join(rects)}'
+                     f'text-anchor="end">{escape(shown)}</text>{"".join(rects)}'
                      f'<text x="{x + 6:.1f}" y="{y + 16}" font-size="12">{escape(note)}</text>'
                      "</g>")
     return _svg(label, label_width + width + 200, 12 + len(rows) * row, "".join(parts))
