@@ -81,7 +81,7 @@ def chromium(page: Path, *args: str) -> str:
     out = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu",
                           "--no-first-run", "--user-data-dir=" + str(page.parent / ".chromium"),
                           *args, page.resolve().as_uri()],
-                         capture_output=True, text=True, timeout=60, check=True)
+                         capture_output=True, text=True, timeout=30, check=True)
     return out.stdout
 
 
