@@ -144,8 +144,10 @@ def test_report_renders_every_plot_with_the_runs_figures(run):
     for score in stages["heuristic_filter"]["histograms"]:
         assert dom.count(score, "rect") >= 1, score
 
-    sizes = stages["fuzzy_dedup"]["dedup"]["cluster_sizes"]
-    assert dom.labels("cluster sizes fuzzy_dedup") == [f"size {k}" for k in sizes]
+    for name in ("exact_dedup", "fuzzy_dedup"):  # every cluster but its survivor is removed
+        sizes = stages[name]["dedup"]["cluster_sizes"]
+        assert sum((int(k) - 1) * n for k, n in sizes.items()) == stages[name]["removed"]
+        assert dom.labels(f"cluster sizes {name}") == [f"size {k}" for k in sizes]
     found = stages["decontaminate"]["decontamination"]["tasks"]["gsm8k"]["documents"]
     assert found >= 3
     assert f"gsm8k: {found:,} documents" in dom.titles["contamination decontaminate"]

@@ -32,8 +32,6 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import time
-from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -52,6 +50,7 @@ from curator.kernels.lsh import fmix64
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions
 from curator.stages.dedup.buckets import write_split
+from curator.stages.dedup.cluster_sizes import size_counts, sum_size_counts
 
 REASON_FUZZY = "near_duplicate"
 _ROW_BITS = 32
@@ -380,21 +379,12 @@ def _clusters_bucket(task: _ClusterTask) -> dict:
         part = table.column("part").to_numpy().astype(np.int64)
         clusters = len(start)
         in_clusters = int((size > 1).sum())
-        values, counts = np.unique(size[start], return_counts=True)
-        sizes = {str(v): int(c) for v, c in zip(values, counts, strict=True) if v > 1}
+        sizes = size_counts(first)
     out = folder / "clusters" / f"bucket-{task.bucket:05d}"
     pending: list[tuple[Path, Path]] = []
     write_split(result, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
     commit_files(pending)
     return {"clusters": clusters, "in_clusters": in_clusters, "sizes": sizes}
-
-
-def _sum_sizes(per_bucket: Iterable[dict[str, int]]) -> dict[str, int]:
-    """Clusters per size (members, survivor included), over every bucket, smallest first."""
-    total: Counter = Counter()
-    for sizes in per_bucket:
-        total.update(sizes)
-    return {k: total[k] for k in sorted(total, key=int)}
 
 
 # ------------------------------------------------------------------------------------ phase 7
@@ -512,6 +502,6 @@ class FuzzyDedup(DatasetStage):
             "edges": sum(e["edges"] for e in edges), "component_rounds": rnd + 1,
             "clusters": sum(c["clusters"] for c in clusters),
             "in_clusters": sum(c["in_clusters"] for c in clusters),
-            "cluster_sizes": _sum_sizes(c.get("sizes", {}) for c in clusters),
+            "cluster_sizes": sum_size_counts(c.get("sizes", {}) for c in clusters),
             "no_shingle": sum(s["empty"] for s in sig), "device": self.device}
         return DatasetResult(outputs, count)
