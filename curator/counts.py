@@ -77,7 +77,8 @@ class StageCount:
 
     def observe_kept(self, table: pa.Table) -> None:
         """Bytes, text lengths and languages (``lang``, when present) of kept documents."""
-        if table.num_rows == 0 or "text" not in table.column_names:
+        if table.num_rows == 0 or "text" not in table.column_names or not _is_text(
+                table.schema.field("text").type):
             return
         sizes = pc.fill_null(pc.binary_length(table.column("text")), 0)
         self.bytes_kept += int(pc.sum(sizes).as_py() or 0)
@@ -85,7 +86,7 @@ class StageCount:
         self.lengths = _add(self.lengths or [0] * LENGTH_BINS.bins, lengths)
         if "lang" in table.column_names:
             for item in pc.value_counts(table.column("lang")).to_pylist():
-                self.languages[item["values"] or "unknown"] += item["counts"]
+                self.languages[str(item["values"] or "unknown")] += item["counts"]
 
     def merge(self, other: StageCount) -> StageCount:
         """The sum of two counts of the same stage (shards of one run)."""
@@ -144,3 +145,8 @@ def _add(a: list[int], b: list[int]) -> list[int]:
     if not a or not b:
         return list(a or b)
     return [x + y for x, y in zip(a, b, strict=True)]
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
