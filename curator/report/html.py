@@ -106,10 +106,7 @@ def _languages(stages: list[Stage]) -> str:
     with_lang = [s for s in stages if s.get("languages")]
     if not with_lang:
         return ""
-    totals: dict[str, int] = {}
-    for lang, n in with_lang[0]["languages"].items():
-        totals[lang] = totals.get(lang, 0) + n
-    top = sorted(totals, key=lambda k: -totals[k])[:TOP_LANGUAGES]
+    top = list(with_lang[0]["languages"])[:TOP_LANGUAGES]  # most documents first
     colors = {lang: PALETTE[i % len(PALETTE)] for i, lang in enumerate(top)}
     rows = []
     for s in with_lang:
