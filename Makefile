@@ -7,7 +7,7 @@ EXTRAS ?=
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: install install-dev demo test bench lint clean
+.PHONY: install install-dev browser demo test bench lint clean
 
 $(VENV)/.core: pyproject.toml
 	python3 -m venv $(VENV)
@@ -42,7 +42,13 @@ demo: install
 	$(VENV)/bin/curate run pipelines/sample.yaml
 	$(VENV)/bin/curate report runs/sample
 
-test: install-dev
+# Headless Chromium for the report's browser test (skipped without it); never fatal. A fresh
+# image has no package lists: then they are fetched once and the install tried again.
+browser:
+	command -v chromium || (command -v apt-get && (apt-get install -y -q chromium || \
+	  (apt-get update -q && apt-get install -y -q chromium))) || true
+
+test: install-dev browser
 	$(VENV)/bin/pytest -q
 
 # Each benchmark writes its figures to a file under benchmarks/ (GPU ones: see results_dedup.md).

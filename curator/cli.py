@@ -78,7 +78,8 @@ def run(
 
     console.print(funnel_table(result.stats))
     console.print(f"{result.shards_run} shards run, {result.shards_skipped} resumed; "
-                  f"output in {result.output}", highlight=False)
+                  f"output in {result.output}; report: {result.output / 'report.html'}",
+                  highlight=False)
 
 
 @app.command()
@@ -102,7 +103,8 @@ def plan(config: Path, set_: Sets = None) -> None:
 @app.command()
 def report(run_dir: Path) -> None:
     """Print a run's funnel and write report.html beside its stats.json."""
-    from curator.report.funnel import funnel_table, load_stats, phase_lines, write_report
+    from curator.report.funnel import funnel_table, load_stats, phase_lines
+    from curator.report.html import write_report
 
     try:
         stats = load_stats(run_dir)
@@ -111,7 +113,7 @@ def report(run_dir: Path) -> None:
     _stdout().print(funnel_table(stats))
     for line in phase_lines(stats):
         typer.echo(line)
-    typer.echo(f"wrote {write_report(run_dir, stats)}")
+    typer.echo(f"report: {write_report(run_dir, stats)}")
 
 
 @app.command()

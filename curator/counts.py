@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class ScoreBins:
         return np.bincount(index, minlength=self.bins).tolist()
 
 
+#: Bins of the kept documents' text lengths in UTF-8 bytes (1 B to 10 MB).
+LENGTH_BINS = ScoreBins(1.0, 1e7, 28, log=True)
+
+
 @dataclass
 class StageCount:
     """Accounting of one stage: ``in == kept + removed + failed``, removals by reason, every
@@ -50,17 +56,37 @@ class StageCount:
     notes: Counter = field(default_factory=Counter)
     histograms: dict[str, dict[str, Any]] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)  # a dataset stage's own figures
+    bytes_kept: int = 0  # UTF-8 bytes of the kept documents' text
+    languages: Counter = field(default_factory=Counter)  # kept documents per `lang`
+    lengths: list[int] = field(default_factory=list)  # kept documents per LENGTH_BINS bin
 
     def check(self) -> None:
         if self.n_in != self.kept + self.removed + self.failed:
             raise AssertionError(f"stage {self.name!r} lost documents: in={self.n_in} "
                                  f"kept={self.kept} removed={self.removed} failed={self.failed}")
 
-    def add_histogram(self, score: str, bins: ScoreBins, values: np.ndarray) -> None:
-        counts = bins.count(np.asarray(values, dtype=np.float64))
+    def add_histogram(self, score: str, bins: ScoreBins, values: np.ndarray,
+                      kept: np.ndarray | None = None) -> None:
+        """Count a score's values; with ``kept`` (a mask) also those of the kept documents."""
+        values = np.asarray(values, dtype=np.float64)
         entry = self.histograms.setdefault(
             score, {"edges": [float(e) for e in bins.edges()], "counts": [0] * bins.bins})
-        entry["counts"] = [a + b for a, b in zip(entry["counts"], counts, strict=True)]
+        entry["counts"] = _add(entry["counts"], bins.count(values))
+        if kept is not None:
+            entry["kept"] = _add(entry.get("kept", [0] * bins.bins), bins.count(values[kept]))
+
+    def observe_kept(self, table: pa.Table) -> None:
+        """Bytes, text lengths and languages (``lang``, when present) of kept documents."""
+        if table.num_rows == 0 or "text" not in table.column_names or not _is_text(
+                table.schema.field("text").type):
+            return
+        sizes = pc.fill_null(pc.binary_length(table.column("text")), 0)
+        self.bytes_kept += int(pc.sum(sizes).as_py() or 0)
+        lengths = LENGTH_BINS.count(sizes.to_numpy().astype(np.float64))
+        self.lengths = _add(self.lengths or [0] * LENGTH_BINS.bins, lengths)
+        if "lang" in table.column_names:
+            for item in pc.value_counts(table.column("lang")).to_pylist():
+                self.languages[str(item["values"] or "unknown")] += item["counts"]
 
     def merge(self, other: StageCount) -> StageCount:
         """The sum of two counts of the same stage (shards of one run)."""
@@ -70,11 +96,15 @@ class StageCount:
                            self.seconds + other.seconds, self.rules + other.rules,
                            self.notes + other.notes, {k: dict(v) for k, v in
                                                       self.histograms.items()},
-                           {**other.facts, **self.facts})
+                           {**other.facts, **self.facts}, self.bytes_kept + other.bytes_kept,
+                           self.languages + other.languages,
+                           _add(self.lengths, other.lengths))
         for score, entry in other.histograms.items():
             mine = total.histograms.setdefault(score, {"edges": entry["edges"],
                                                        "counts": [0] * len(entry["counts"])})
-            mine["counts"] = [a + b for a, b in zip(mine["counts"], entry["counts"], strict=True)]
+            for key in ("counts", "kept"):
+                if key in entry:
+                    mine[key] = _add(mine.get(key, []), entry[key])
         return total
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,14 +119,34 @@ class StageCount:
             out["notes"] = dict(sorted(self.notes.items()))
         if self.histograms:
             out["histograms"] = {k: self.histograms[k] for k in sorted(self.histograms)}
+        if self.lengths:
+            out["bytes_kept"] = self.bytes_kept
+            out["lengths"] = {"edges": [float(e) for e in LENGTH_BINS.edges()],
+                              "counts": self.lengths}
+        if self.languages:
+            out["languages"] = dict(self.languages.most_common())
         return {**out, **self.facts}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StageCount:
         known = {"name", "type", "in", "kept", "removed", "failed", "removed_by_reason",
-                 "seconds", "rules", "notes", "histograms"}
+                 "seconds", "rules", "notes", "histograms", "bytes_kept", "lengths", "languages"}
         return cls(data["name"], data["type"], data["in"], data["kept"], data["removed"],
                    data["failed"], Counter(data.get("removed_by_reason", {})),
                    data.get("seconds", 0.0), Counter(data.get("rules", {})),
                    Counter(data.get("notes", {})), dict(data.get("histograms", {})),
-                   {k: v for k, v in data.items() if k not in known})
+                   {k: v for k, v in data.items() if k not in known},
+                   data.get("bytes_kept", 0), Counter(data.get("languages", {})),
+                   list(data.get("lengths", {}).get("counts", [])))
+
+
+def _add(a: list[int], b: list[int]) -> list[int]:
+    """Element-wise sum of two bin counts; an empty list counts as zeros."""
+    if not a or not b:
+        return list(a or b)
+    return [x + y for x, y in zip(a, b, strict=True)]
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_binary(kind) or pa.types.is_large_binary(kind))

@@ -59,6 +59,7 @@ def test_validate_plan_and_report(tmp_path):
     report = runner.invoke(app, ["report", str(tmp_path / "run")])
     assert report.exit_code == 0
     assert "length_filter" in report.output
+    assert f"report: {tmp_path / 'run' / 'report.html'}" in report.output.splitlines()
     page = (tmp_path / "run" / "report.html").read_text()
     assert "<svg" in page and "too_short" in page
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,7 +112,7 @@ class PhaseContext:
         count = self.count()
         for result in results:
             count = count.merge(StageCount.from_dict(
-                {"name": self.stage_name, "type": self.stage_type, "failed": 0, **result}))
+                {"failed": 0, **result, "name": self.stage_name, "type": self.stage_type}))
         return [out / f"{k}.parquet" for k in keys], count
 
     def side_input(self, path: str) -> Path:
@@ -172,5 +173,8 @@ def _remove_part(task: _RemoveTask) -> dict:
         pq.write_table(data, temporary_for(final, pending))
     commit_files(pending)
     n_removed = int(np.count_nonzero(drop))
-    return {"in": table.num_rows, "kept": kept.num_rows, "removed": n_removed,
-            "removed_by_reason": {decisions.reason: n_removed} if n_removed else {}}
+    reasons = Counter({decisions.reason: n_removed} if n_removed else {})
+    count = StageCount(task.stage, "", table.num_rows, kept.num_rows, n_removed,
+                       removed_by_reason=reasons)
+    count.observe_kept(kept)
+    return count.to_dict()

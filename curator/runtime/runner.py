@@ -108,7 +108,7 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
                                 source=source) for i, (name, source) in enumerate(files)]
     stats = write_stats(run_dir, pipeline, manifests, extras,
                         {"seconds": round(time.time() - started, 3), "shards": len(inputs)})
-    from curator.report.funnel import write_report
+    from curator.report.html import write_report
 
     write_report(run_dir.root, stats)
     n_ran = len(ran & set(range(len(inputs))))

@@ -171,6 +171,7 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
             count = counts[task.stages[0][0]]
             count.n_in += batch.table.num_rows + len(batch.failed)
             count.kept += batch.table.num_rows
+            count.observe_kept(batch.table)
             count.failed += len(batch.failed)
             count.notes.update(batch.notes)
             count.seconds += time.perf_counter() - started
@@ -233,11 +234,14 @@ def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
         outputs.fail(name, result.failed)
     budget.record(table.num_rows, result.failed)
     count.kept += result.kept.num_rows
+    count.observe_kept(result.kept)
     count.rules.update(result.rule_failures)
     count.notes.update(result.notes)
-    if isinstance(stage, Filter):
+    if isinstance(stage, Filter) and result.scores:
+        kept = pc.is_in(table.column(ID), result.kept.column(ID)).to_numpy(zero_copy_only=False)
         for score, values in result.scores.items():
             count.add_histogram(score, stage.score_bins[score],
-                                values.to_numpy(zero_copy_only=False))
+                                values.to_numpy(zero_copy_only=False),
+                                kept if len(values) == len(kept) else None)
     count.check()
     return result.kept

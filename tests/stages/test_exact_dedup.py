@@ -133,7 +133,10 @@ def test_bulk_hash_gives_the_per_document_loop_output(inputs, tmp_path, dask_sch
                              WriteParquet()], name="exact")
         stats = pipeline.run(output=tmp_path / algorithm, scheduler=dask_scheduler,
                              progress=False).stats
-        assert stats["stages"][2]["dedup"] == {"algorithm": algorithm, "device": "cpu"}
+        facts = stats["stages"][2]["dedup"]
+        assert (facts["algorithm"], facts["device"]) == (algorithm, "cpu")
+        assert sum((int(k) - 1) * n for k, n in facts["cluster_sizes"].items()) == \
+            stats["stages"][2]["removed"]  # every cluster but its survivor is removed
         runs[algorithm] = _rows(tmp_path / algorithm)
     assert runs["xxh3_128"] == runs["xxh3_128_loop"]
     assert runs["xxh3_128"]["kept"] == runs["md5"]["kept"]

@@ -32,6 +32,7 @@ from curator.commit import commit_files, temporary_for
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions
 from curator.stages.dedup.buckets import default_buckets, write_split
+from curator.stages.dedup.cluster_sizes import size_counts, sum_size_counts
 
 REASON_EXACT = "exact_duplicate"
 
@@ -136,7 +137,8 @@ def _group_bucket(task: _GroupTask) -> dict:
     pq.write_table(decisions.sort_by([("part", "ascending"), ("row", "ascending")]),
                    temporary_for(final, pending))
     commit_files(pending)
-    return {"groups": int(first.sum()), "duplicates": len(duplicates)}
+    return {"groups": int(first.sum()), "duplicates": len(duplicates),
+            "sizes": size_counts(first)}
 
 
 @dataclass(frozen=True)
@@ -203,10 +205,12 @@ class ExactDedup(DatasetStage):
         ctx.run_phase("hash", _hash_part, [
             _HashTask(i, str(p), work, buckets, self.normalise, self.algorithm, self.score_field,
                       self.device) for i, p in enumerate(parts)], keys, self.resources())
-        ctx.run_phase("group", _group_bucket, [
+        groups = ctx.run_phase("group", _group_bucket, [
             _GroupTask(b, work, len(parts), self.score_field is not None)
             for b in range(buckets)], [f"bucket-{b:05d}" for b in range(buckets)])
         outputs, count = ctx.remove(parts, _Duplicates(work))
         count.seconds = time.perf_counter() - started
-        count.facts["dedup"] = {"algorithm": self.algorithm, "device": self.device}
+        count.facts["dedup"] = {"algorithm": self.algorithm, "device": self.device,
+                                "cluster_sizes": sum_size_counts(g.get("sizes", {})
+                                                                 for g in groups)}
         return DatasetResult(outputs, count)

@@ -50,6 +50,7 @@ from curator.kernels.lsh import fmix64
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions
 from curator.stages.dedup.buckets import default_buckets, write_split
+from curator.stages.dedup.cluster_sizes import size_counts, sum_size_counts
 
 REASON_FUZZY = "near_duplicate"
 _ROW_BITS = 32
@@ -362,6 +363,7 @@ def _clusters_bucket(task: _ClusterTask) -> dict:
         result = schema.empty_table()
         part = np.empty(0, np.int64)
         clusters = in_clusters = 0
+        sizes: dict[str, int] = {}
     else:
         table = table.sort_by([("label", "ascending"), (ID, "ascending"), ("part", "ascending"),
                                ("row", "ascending")])
@@ -377,11 +379,12 @@ def _clusters_bucket(task: _ClusterTask) -> dict:
         part = table.column("part").to_numpy().astype(np.int64)
         clusters = len(start)
         in_clusters = int((size > 1).sum())
+        sizes = size_counts(first)
     out = folder / "clusters" / f"bucket-{task.bucket:05d}"
     pending: list[tuple[Path, Path]] = []
     write_split(result, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
     commit_files(pending)
-    return {"clusters": clusters, "in_clusters": in_clusters}
+    return {"clusters": clusters, "in_clusters": in_clusters, "sizes": sizes}
 
 
 # ------------------------------------------------------------------------------------ phase 7
@@ -500,5 +503,6 @@ class FuzzyDedup(DatasetStage):
             "edges": sum(e["edges"] for e in edges), "component_rounds": rnd + 1,
             "clusters": sum(c["clusters"] for c in clusters),
             "in_clusters": sum(c["in_clusters"] for c in clusters),
+            "cluster_sizes": sum_size_counts(c.get("sizes", {}) for c in clusters),
             "no_shingle": sum(s["empty"] for s in sig), "device": self.device}
         return DatasetResult(outputs, count)

@@ -1,0 +1,242 @@
+"""``report.html``: one self-contained page (inline CSS and SVG, no script, no network) drawn
+from ``stats.json``: funnel, removal reasons, language mix, lengths and scores before and after,
+dedup clusters, contamination per task, time and throughput per stage."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from curator.report.funnel import load_stats, phase_lines
+from curator.report.svg import (
+    AFTER,
+    BEFORE,
+    FAILED,
+    KEPT,
+    PALETTE,
+    REMOVED,
+    Segment,
+    Series,
+    bars,
+    histogram,
+    legend,
+)
+
+Stage = dict[str, Any]
+TOP_LANGUAGES = 8
+
+STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;color:#212529;max-width:1300px}"
+         "h2{border-bottom:1px solid #dee2e6;padding-bottom:4px;margin-top:1.6em}"
+         "table{border-collapse:collapse;font-size:14px}td,th{padding:3px 10px;text-align:right;"
+         "border-bottom:1px solid #f1f3f5}td.l,th.l{text-align:left}"
+         ".grid{display:flex;flex-wrap:wrap;gap:1.5em}figure{margin:0}"
+         "figcaption{font-size:12px;color:#495057;max-width:420px;overflow-wrap:anywhere}"
+         ".legend span{margin-right:1.2em;font-size:13px}.legend i{display:inline-block;"
+         "width:11px;height:11px;margin-right:4px}.note{color:#495057;font-size:13px}")
+
+
+def write_report(run_dir: str | Path, stats: dict[str, Any] | None = None) -> Path:
+    """Write ``report.html`` into the run directory and return its path."""
+    stats = stats or load_stats(run_dir)
+    path = Path(run_dir) / "report.html"
+    path.write_text(render_html(stats), encoding="utf-8")
+    return path
+
+
+def render_html(stats: dict[str, Any]) -> str:
+    stages: list[Stage] = stats["stages"]
+    name = escape(str(stats.get("name", "")))
+    sections = [_summary(stats), _funnel(stages), _reasons(stages), _languages(stages),
+                _lengths(stages), _signals(stages), _dedup(stages), _contamination(stages),
+                _time(stages), _phases(stats)]
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>curator: {name}</title><style>{STYLE}</style></head><body>"
+            f"<h1>curator run: {name}</h1>{''.join(s for s in sections if s)}</body></html>")
+
+
+def _summary(stats: dict[str, Any]) -> str:
+    stages = stats["stages"]
+    if not stages:
+        return "<p>No stages.</p>"
+    first, last = stages[0], stages[-1]
+    seconds = stats.get("seconds")
+    figures = [f"{first['in']:,} documents in, {last['kept']:,} kept"]
+    if "bytes_kept" in first and "bytes_kept" in last:
+        figures.append(f"{_bytes(first['bytes_kept'])} read, {_bytes(last['bytes_kept'])} kept")
+    if seconds:
+        figures.append(f"{seconds:,.1f} s wall clock, {first['in'] / seconds:,.0f} documents/s")
+    if "shards" in stats:
+        figures.append(f"{stats['shards']:,} shards")
+    return f"<p>{escape(' · '.join(figures))}</p>"
+
+
+def _funnel(stages: list[Stage]) -> str:
+    rows = [(_stage_label(s),
+             [Segment(s["kept"], KEPT, f"kept {s['kept']:,}"),
+              Segment(s["removed"], REMOVED, f"removed {s['removed']:,}"),
+              Segment(s["failed"], FAILED, f"failed {s['failed']:,}")],
+             f"{s['kept']:,} kept") for s in stages]
+    table = "".join(
+        f"<tr><td class='l'>{escape(s['name'])}</td><td class='l'>{escape(s['type'])}</td>"
+        f"<td>{s['in']:,}</td><td>{s['kept']:,}</td><td>{s['removed']:,}</td>"
+        f"<td>{s['failed']:,}</td><td>{_bytes(s['bytes_kept']) if 'bytes_kept' in s else '-'}"
+        f"</td><td>{_tokens(s)}</td><td class='l'>{escape(_reason_text(s))}</td>"
+        f"<td>{s['seconds']:.2f}</td></tr>" for s in stages)
+    return ("<h2>Funnel</h2>" + bars(rows, "funnel")
+            + legend([("kept", KEPT), ("removed", REMOVED), ("failed", FAILED)])
+            + "<table><tr><th class='l'>stage</th><th class='l'>type</th><th>in</th>"
+            "<th>kept</th><th>removed</th><th>failed</th><th>bytes kept</th><th>tokens</th>"
+            f"<th class='l'>removed by reason</th><th>seconds</th></tr>{table}</table>")
+
+
+def _reasons(stages: list[Stage]) -> str:
+    parts = []
+    for s in stages:
+        reasons = sorted(s["removed_by_reason"].items(), key=lambda kv: -kv[1])
+        if reasons:
+            rows = [(reason, [Segment(n, REMOVED, f"{reason}: {n:,}")], f"{n:,}")
+                    for reason, n in reasons]
+            parts.append(f"<h3>{escape(s['name'])}</h3>"
+                         + bars(rows, f"reasons {s['name']}", width=420))
+    return "<h2>Removal reasons</h2>" + "".join(parts) if parts else ""
+
+
+def _languages(stages: list[Stage]) -> str:
+    with_lang = [s for s in stages if s.get("languages")]
+    if not with_lang:
+        return ""
+    top = list(with_lang[0]["languages"])[:TOP_LANGUAGES]  # most documents first
+    colors = {lang: PALETTE[i % len(PALETTE)] for i, lang in enumerate(top)}
+    rows = []
+    for s in with_lang:
+        langs = s["languages"]
+        other = sum(n for lang, n in langs.items() if lang not in colors)
+        segments = [Segment(langs.get(lang, 0), colors[lang], f"{lang}: {langs.get(lang, 0):,}")
+                    for lang in top]
+        segments.append(Segment(other, PALETTE[-1], f"other: {other:,}"))
+        mix = ", ".join(f"{lang} {n / max(sum(langs.values()), 1):.0%}"
+                        for lang, n in list(langs.items())[:3])
+        rows.append((s["name"], segments, mix))
+    return ("<h2>Language mix</h2><p class='note'>kept documents per language after each "
+            "stage</p>" + bars(rows, "languages")
+            + legend([*colors.items(), ("other", PALETTE[-1])]))
+
+
+def _lengths(stages: list[Stage]) -> str:
+    with_lengths = [s for s in stages if s.get("lengths")]
+    if not with_lengths:
+        return ""
+    first, last = with_lengths[0], with_lengths[-1]
+    edges = first["lengths"]["edges"]
+    plot = histogram(edges, [Series(f"after {first['name']}", first["lengths"]["counts"], BEFORE),
+                             Series(f"after {last['name']}", last["lengths"]["counts"], AFTER)],
+                     "lengths", log=True, width=560)
+    return ("<h2>Document lengths</h2><p class='note'>UTF-8 bytes of text per document</p>"
+            + plot + legend([(f"before (after {first['name']})", BEFORE),
+                             (f"after (after {last['name']})", AFTER)]))
+
+
+def _signals(stages: list[Stage]) -> str:
+    """Per filter: how many documents failed each rule, and each score before and after."""
+    parts = []
+    for s in stages:
+        if not s.get("rules") and not s.get("histograms"):
+            continue
+        rules = ", ".join(f"{k}: {v:,}" for k, v in s.get("rules", {}).items())
+        plots = []
+        for score, h in s.get("histograms", {}).items():
+            series = [Series("all", h["counts"], BEFORE)]
+            if "kept" in h:
+                series.append(Series("kept", h["kept"], AFTER))
+            plots.append(f"<figure>{histogram(h['edges'], series, score)}<figcaption>"
+                         f"{escape(score)} ({sum(h['counts']):,} scored)</figcaption></figure>")
+        parts.append(f"<h3>{escape(s['name'])}</h3><p>failed per rule: {escape(rules or '-')}"
+                     f"</p><div class='grid'>{''.join(plots)}</div>")
+    if not parts:
+        return ""
+    return ("<h2>Filter signals</h2>" + legend([("all scored (before)", BEFORE),
+                                                 ("kept (after)", AFTER)]) + "".join(parts))
+
+
+def _dedup(stages: list[Stage]) -> str:
+    parts = []
+    for s in stages:
+        facts = s.get("dedup")
+        if not isinstance(facts, dict):
+            continue
+        plain = {k: v for k, v in facts.items() if not isinstance(v, dict)}
+        text = ", ".join(f"{k}: {v:,}" if isinstance(v, int) else f"{k}: {v}"
+                         for k, v in plain.items())
+        sizes = facts.get("cluster_sizes") or {}
+        plot = ""
+        if sizes:
+            rows = [(f"size {k}", [Segment(n, PALETTE[0], f"{n:,} clusters of {k}")], f"{n:,}")
+                    for k, n in sizes.items()]
+            plot = "<p class='note'>clusters per size</p>" + bars(
+                rows, f"cluster sizes {s['name']}", width=360, label_width=140)
+        parts.append(f"<h3>{escape(s['name'])}</h3><p>{s['removed']:,} duplicates removed of "
+                     f"{s['in']:,} · {escape(text)}</p>{plot}")
+    return "<h2>Deduplication</h2>" + "".join(parts) if parts else ""
+
+
+def _contamination(stages: list[Stage]) -> str:
+    parts = []
+    for s in stages:
+        report = s.get("decontamination")
+        if not isinstance(report, dict):
+            continue
+        tasks = report.get("tasks", {})
+        rows = [(task, [Segment(t.get("documents", 0), REMOVED,
+                                f"{task}: {t.get('documents', 0):,} documents")],
+                 f"{t.get('documents', 0):,} docs, {t.get('spans', 0):,} spans")
+                for task, t in sorted(tasks.items(), key=lambda kv: -kv[1].get("documents", 0))]
+        totals = ", ".join(f"{k}: {report[k]:,}" for k in (
+            "documents_cut", "documents_removed", "spans", "chars_removed") if k in report)
+        parts.append(f"<h3>{escape(s['name'])}</h3><p>{escape(totals)}</p>"
+                     + (bars(rows, f"contamination {s['name']}", width=420) if rows else ""))
+    return ("<h2>Contamination per task</h2>" + "".join(parts)) if parts else ""
+
+
+def _time(stages: list[Stage]) -> str:
+    rows = []
+    for s in stages:
+        phases = s.get("phases") or {}
+        if phases:
+            segments = [Segment(p["seconds"], PALETTE[i % len(PALETTE)],
+                                f"{phase}: {p['seconds']:.2f} s", phase)
+                        for i, (phase, p) in enumerate(phases.items())]
+        else:
+            segments = [Segment(s["seconds"], PALETTE[0], f"{s['seconds']:.2f} s")]
+        rate = f", {s['in'] / s['seconds']:,.0f} docs/s" if s["seconds"] > 0 else ""
+        rows.append((s["name"], segments, f"{s['seconds']:.2f} s{rate}"))
+    return ("<h2>Time per stage</h2><p class='note'>seconds per stage, summed over shards "
+            "(workers run in parallel); dataset stages split into their phases</p>"
+            + bars(rows, "timeline"))
+
+
+def _phases(stats: dict[str, Any]) -> str:
+    lines = phase_lines(stats)
+    items = "".join(f"<li>{escape(line)}</li>" for line in lines)
+    return f"<h2>Phases</h2><ul>{items}</ul>" if lines else ""
+
+
+def _stage_label(stage: Stage) -> str:
+    """The stage's name, with its type when the name differs."""
+    return stage["name"] if stage["name"] == stage["type"] else f"{stage['name']} ({stage['type']})"
+
+
+def _reason_text(stage: Stage) -> str:
+    return ", ".join(f"{k}: {v:,}" for k, v in stage["removed_by_reason"].items())
+
+
+def _tokens(stage: Stage) -> str:
+    tokens = stage.get("tokens")
+    return f"{tokens:,}" if isinstance(tokens, int) else "-"
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
