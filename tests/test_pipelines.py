@@ -1,0 +1,116 @@
+"""The shipped pipelines: every pipelines/*.yaml validates offline and the task files it names are
+bundled; the demo (sample.yaml: real WARC → ... → Megatron shards) runs through `curate run` on a
+real Dask LocalCluster, and megatron-core's own reader reads back exactly the curated pages."""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from tests.conftest import ROOT, assert_accounting
+
+PIPELINES = sorted((ROOT / "pipelines").glob("*.yaml"))
+
+# Run the CLI with every outgoing connection and name lookup refused: validating must not touch
+# the network (cc.yaml's common_crawl lists its WARC files only when it runs).
+_OFFLINE_CLI = """
+import socket, sys
+def _refuse(*args, **kwargs):
+    raise OSError("network used while validating")
+socket.socket.connect = socket.socket.connect_ex = _refuse
+socket.getaddrinfo = socket.create_connection = _refuse
+from curator.cli import app
+sys.argv = ["curate", *sys.argv[1:]]
+app()
+"""
+
+
+def _curate(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "curator.cli", *args], cwd=ROOT, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def test_the_pipelines_are_shipped():
+    names = {p.stem for p in PIPELINES}
+    assert {"sample", "cc", "ja", "wikipedia", "arxiv", "mix"} <= names
+
+
+@pytest.mark.parametrize("config", PIPELINES, ids=[p.stem for p in PIPELINES])
+def test_every_pipeline_validates_offline(config):
+    result = subprocess.run([sys.executable, "-c", _OFFLINE_CLI, "validate", str(config)],
+                            cwd=ROOT, text=True, capture_output=True, timeout=60)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "valid pipeline" in result.stdout + result.stderr  # rich console: stderr
+
+
+@pytest.mark.parametrize("config", PIPELINES, ids=[p.stem for p in PIPELINES])
+def test_decontamination_task_files_are_bundled(config):
+    stages = yaml.safe_load(config.read_text())["stages"]
+    for stage in stages:
+        for task in stage.get("tasks", []) if stage["type"] == "decontaminate" else []:
+            assert glob.glob(str(ROOT / task["path"])), f"{config.name}: {task['path']} missing"
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory):
+    """`curate run pipelines/sample.yaml` with a small tokenizer trained by `curate tokenizer
+    train` (the demo trains an 8192 one on the same files; smaller is quicker here)."""
+    base = tmp_path_factory.mktemp("sample")
+    trained = _curate("tokenizer", "train", "data/sample/inaugural.jsonl.gz",
+                      "--vocab-size", "1024", "--output", str(base / "tokenizer"))
+    assert trained.returncode == 0, trained.stderr
+    tokenizer = base / "tokenizer" / "tokenizer.json"
+    run = _curate("run", "pipelines/sample.yaml", "--set", f"tokenize.tokenizer={tokenizer}",
+                  "--output", str(base / "run"), timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return base / "run", tokenizer, run.stdout + run.stderr
+
+
+def test_sample_runs_warc_to_megatron_shards_and_says_where(sample_run):
+    run_dir, _, stdout = sample_run
+    stats = assert_accounting(run_dir)
+    by_name = {s["name"]: s for s in stats["stages"]}
+    assert list(by_name) == ["read_warc", "extract_html", "langid", "clean", "heuristic_filter",
+                             "exact_dedup", "fuzzy_dedup", "decontaminate", "write_parquet",
+                             "tokenize"]
+    assert by_name["read_warc"]["in"] >= 90          # the real HTML responses of the sample
+    assert by_name["langid"]["removed"] > 0          # Chinese, Dutch, ... pages go
+    assert by_name["heuristic_filter"]["removed"] > 0
+    tokens = run_dir / "tokens"
+    shards = re.search(r"Megatron shards \(tokenize\): (\S+)", stdout)
+    assert shards and shards.group(1) == str(tokens), stdout[-2000:]
+    report = re.search(r"report: (\S+)", stdout)
+    assert report and (run_dir / "report.html").samefile(report.group(1))
+    kept = pq.read_table(sorted((run_dir / "write_parquet").glob("part-*.parquet"))).to_pylist()
+    assert {d["lang"] for d in kept} == {"en", "ja"}
+    assert len(kept) == by_name["tokenize"]["kept"] == by_name["tokenize"]["documents"]
+
+
+def test_megatron_core_reads_the_curated_pages_back(sample_run):
+    pytest.importorskip("torch")
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+    from tokenizers import Tokenizer
+
+    run_dir, tokenizer_path, _ = sample_run
+    blend = json.loads((run_dir / "tokens" / "blend.json").read_text())
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    eod = tokenizer.token_to_id("<|endoftext|>")
+    read = []
+    for shard in blend["splits"]["train"]["sources"]["tokenize"]["shards"]:
+        dataset = IndexedDataset(shard["prefix"])
+        assert len(dataset) == shard["documents"]
+        docs = [dataset[i] for i in range(len(dataset))]
+        assert sum(len(d) for d in docs) == shard["tokens"]
+        assert all(int(d[-1]) == eod for d in docs)
+        read += [tokenizer.decode([int(t) for t in d[:-1]]) for d in docs]
+    # Shards are written in input order, beside the Parquet parts of the same shards.
+    kept = [d["text"] for part in sorted((run_dir / "write_parquet").glob("part-*.parquet"))
+            for d in pq.read_table(part, columns=["text"]).to_pylist()]
+    assert read == kept
