@@ -5,6 +5,7 @@ real Dask LocalCluster, and megatron-core's own reader reads back exactly the cu
 from __future__ import annotations
 
 import glob
+import gzip
 import json
 import re
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, assert_accounting
+from tests.faulty_http import FaultyServer
 
 PIPELINES = sorted((ROOT / "pipelines").glob("*.yaml"))
 
@@ -114,3 +116,34 @@ def test_megatron_core_reads_the_curated_pages_back(sample_run):
     kept = [d["text"] for part in sorted((run_dir / "write_parquet").glob("part-*.parquet"))
             for d in pq.read_table(part, columns=["text"]).to_pylist()]
     assert read == kept
+
+
+def test_cc_runs_as_shipped_against_a_mirror(sample_run, tmp_path):
+    """cc.yaml unchanged but for `--set common_crawl.base_url=URL` (and the tokenizer): a real
+    HTTP server on 127.0.0.1 laid out as Common Crawl is, serving two of the bundled WARC files
+    as the snapshot cc.yaml names; the pages reach the Megatron shards, both languages."""
+    _, tokenizer, _ = sample_run
+    [snapshot] = yaml.safe_load((ROOT / "pipelines" / "cc.yaml").read_text())["stages"][0][
+        "snapshots"]
+    root = tmp_path / "www"
+    served = []
+    for i, name in enumerate(["dolma-sample-0001.warc.gz", "ja-pages.warc.gz"]):
+        path = f"crawl-data/{snapshot}/segments/1.{i}/warc/{snapshot}-{i:05d}.warc.gz"
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes((ROOT / "data" / "sample" / "warc" / name).read_bytes())
+        served.append(path)
+    (root / f"crawl-data/{snapshot}/warc.paths.gz").write_bytes(
+        gzip.compress("".join(p + "\n" for p in served).encode()))
+    with FaultyServer(root) as server:
+        run = _curate("run", "pipelines/cc.yaml", "--set", f"common_crawl.base_url={server.url}",
+                      "--set", f"tokenize.tokenizer={tokenizer}", "--output", str(tmp_path / "cc"),
+                      # the same digest without the bulk kernel's first-use JIT compile (minutes)
+                      "--set", "exact_dedup.algorithm=xxh3_128_loop",
+                      "--workers", "2", timeout=300)
+        requested = {path for path in served if server.requests(path)}
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert requested == set(served)
+    stats = assert_accounting(tmp_path / "cc")
+    tokenize = stats["stages"][-1]
+    assert tokenize["name"] == "tokenize" and tokenize["tokens"] > 0
+    assert set(tokenize["by_source"]) == {"en", "ja"}  # cc.yaml blends per language
