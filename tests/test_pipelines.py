@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -44,9 +45,24 @@ def test_the_pipelines_are_shipped():
     assert {"sample", "cc", "ja", "wikipedia", "arxiv", "mix"} <= names
 
 
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory) -> Path:
+    """A small tokenizer trained by `curate tokenizer train`, as the pipelines' headers say (the
+    demo trains an 8192 one on the same files; smaller is quicker here)."""
+    out = tmp_path_factory.mktemp("tokenizer")
+    trained = _curate("tokenizer", "train", "data/sample/inaugural.jsonl.gz",
+                      "--vocab-size", "1024", "--output", str(out))
+    assert trained.returncode == 0, trained.stderr
+    return out / "tokenizer.json"
+
+
 @pytest.mark.parametrize("config", PIPELINES, ids=[p.stem for p in PIPELINES])
-def test_every_pipeline_validates_offline(config):
-    result = subprocess.run([sys.executable, "-c", _OFFLINE_CLI, "validate", str(config)],
+def test_every_pipeline_validates_offline(config, tokenizer):
+    # A missing tokenizer file is refused at validation: give the trained one to each stage.
+    sets = [f"--set={stage.get('name', stage['type'])}.tokenizer={tokenizer}"
+            for stage in yaml.safe_load(config.read_text())["stages"]
+            if stage["type"] in ("tokenize", "pack")]
+    result = subprocess.run([sys.executable, "-c", _OFFLINE_CLI, "validate", str(config), *sets],
                             cwd=ROOT, text=True, capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr + result.stdout
     assert "valid pipeline" in result.stdout + result.stderr  # rich console: stderr
@@ -61,14 +77,9 @@ def test_decontamination_task_files_are_bundled(config):
 
 
 @pytest.fixture(scope="module")
-def sample_run(tmp_path_factory):
-    """`curate run pipelines/sample.yaml` with a small tokenizer trained by `curate tokenizer
-    train` (the demo trains an 8192 one on the same files; smaller is quicker here)."""
+def sample_run(tmp_path_factory, tokenizer):
+    """`curate run pipelines/sample.yaml` with the small tokenizer."""
     base = tmp_path_factory.mktemp("sample")
-    trained = _curate("tokenizer", "train", "data/sample/inaugural.jsonl.gz",
-                      "--vocab-size", "1024", "--output", str(base / "tokenizer"))
-    assert trained.returncode == 0, trained.stderr
-    tokenizer = base / "tokenizer" / "tokenizer.json"
     run = _curate("run", "pipelines/sample.yaml", "--set", f"tokenize.tokenizer={tokenizer}",
                   "--output", str(base / "run"), timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
