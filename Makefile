@@ -36,11 +36,18 @@ $(NEMO_VENV)/.done:
 	touch $@
 
 install: $(VENV)/.core
+
+$(VENV)/.demo: $(VENV)/.core
+	$(PIP) -e '.[demo]'
+	touch $@
+
 install-dev: $(VENV)/.dev
 
-demo: install
+# The sample's tokenizer is trained on the bundled JSONL sample once (pipelines/sample.yaml's header).
+demo: $(VENV)/.demo
+	test -f runs/tokenizer/tokenizer.json || $(VENV)/bin/curate tokenizer train \
+	    data/sample/*.jsonl.gz --vocab-size 8192 --output runs/tokenizer
 	$(VENV)/bin/curate run pipelines/sample.yaml
-	$(VENV)/bin/curate report runs/sample
 
 # Headless Chromium for the report's browser test (skipped without it); never fatal. A fresh
 # image has no package lists: then they are fetched once and the install tried again.

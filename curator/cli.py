@@ -78,8 +78,20 @@ def run(
 
     console.print(funnel_table(result.stats))
     console.print(f"{result.shards_run} shards run, {result.shards_skipped} resumed; "
-                  f"output in {result.output}; report: {result.output / 'report.html'}",
-                  highlight=False)
+                  f"output in {result.output}", highlight=False)
+    for line in _output_lines(result.output, result.stats):
+        console.print(line, highlight=False)
+
+
+def _output_lines(run_dir: Path, stats: dict) -> list[str]:
+    """Where a run's Megatron shards (per tokenize stage) and its report are."""
+    lines = [f"Megatron shards ({s['name']}): {s['output']}  ({s.get('files', 0)} .bin/.idx "
+             f"pairs, {s.get('tokens', 0):,} tokens; blend: {s['blend']})"
+             for s in stats.get("stages", []) if s.get("type") == "tokenize" and "blend" in s]
+    report = Path(run_dir) / "report.html"
+    if report.exists():
+        lines.append(f"report: {report}  (stats: {Path(run_dir) / 'stats.json'})")
+    return lines
 
 
 @app.command()
