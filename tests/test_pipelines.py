@@ -148,8 +148,6 @@ def test_cc_runs_as_shipped_against_a_mirror(sample_run, tmp_path):
     with FaultyServer(root) as server:
         run = _curate("run", "pipelines/cc.yaml", "--set", f"common_crawl.base_url={server.url}",
                       "--set", f"tokenize.tokenizer={tokenizer}", "--output", str(tmp_path / "cc"),
-                      # the same digest without the bulk kernel's first-use JIT compile (minutes)
-                      "--set", "exact_dedup.algorithm=xxh3_128_loop",
                       "--workers", "2", timeout=300)
         requested = {path for path in served if server.requests(path)}
     assert run.returncode == 0, run.stderr[-3000:]

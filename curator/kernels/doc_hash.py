@@ -49,7 +49,7 @@ _SHORTS = np.uint64(0x0000FFFF0000FFFF)
 _U = tuple(np.uint64(k) for k in range(70))  # unsigned literals: no float promotion in numba
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _r64(d, p):
     # Unsigned indices (no negative-index branch): LLVM combines the byte loads into one load.
     return (np.uint64(d[p]) | (np.uint64(d[p + _U[1]]) << _U[8])
@@ -58,13 +58,13 @@ def _r64(d, p):
             | (np.uint64(d[p + _U[6]]) << _U[48]) | (np.uint64(d[p + _U[7]]) << _U[56]))
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _r32(d, p):
     return (np.uint64(d[p]) | (np.uint64(d[p + _U[1]]) << _U[8])
             | (np.uint64(d[p + _U[2]]) << _U[16]) | (np.uint64(d[p + _U[3]]) << _U[24]))
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _mul128(a, b):
     """(high, low) 64-bit halves of the 128-bit product a * b."""
     a_lo, a_hi = a & _M32, a >> _U[32]
@@ -77,20 +77,20 @@ def _mul128(a, b):
     return high, (cross << _U[32]) | (lo_lo & _M32)
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _fold(a, b):
     high, low = _mul128(a, b)
     return high ^ low
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _avalanche(h):
     h ^= h >> _U[37]
     h *= PRIME_MX1
     return h ^ (h >> _U[32])
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _avalanche_xxh64(h):
     h ^= h >> _U[33]
     h *= P64_2
@@ -99,19 +99,19 @@ def _avalanche_xxh64(h):
     return h ^ (h >> _U[32])
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _bswap64(x):
     x = ((x & _BYTES) << _U[8]) | ((x >> _U[8]) & _BYTES)
     x = ((x & _SHORTS) << _U[16]) | ((x >> _U[16]) & _SHORTS)
     return (x << _U[32]) | (x >> _U[32])
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _mix16(d, p, k, o):
     return _fold(_r64(d, p) ^ k[o], _r64(d, p + _U[8]) ^ k[o + _U[8]])
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _mix32(lo, hi, d, p1, p2, k, o):
     lo += _mix16(d, p1, k, o)
     lo ^= _r64(d, p2) + _r64(d, p2 + _U[8])
@@ -120,7 +120,7 @@ def _mix32(lo, hi, d, p1, p2, k, o):
     return lo, hi
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _len_0to16(d, p, n, k):
     if n > _U[8]:
         bitflipl = k[32] ^ k[40]
@@ -159,14 +159,14 @@ def _len_0to16(d, p, n, k):
     return _avalanche_xxh64(k[80] ^ k[88]), _avalanche_xxh64(k[64] ^ k[72])
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _finish_mid(lo, hi, n):
     h_lo = _avalanche(lo + hi)
     h_hi = lo * P64_1 + hi * P64_4 + n * P64_2
     return _U[0] - _avalanche(h_hi), h_lo
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _len_17to240(d, p, n, k):
     lo = n * P64_1
     hi = _U[0]
@@ -191,14 +191,14 @@ def _len_17to240(d, p, n, k):
     return _finish_mid(lo, hi, n)
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _lane(a, v, w, key):
     """One accumulator lane of a stripe: a += the neighbour lane's input w + lo32 * hi32."""
     x = v ^ key
     return a + w + (x & _M32) * (x >> _U[32])
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _stripes(a, d, q, count, k, o):
     """Accumulate ``count`` stripes of 64 bytes from ``d[q:]`` with secret offsets o, o+8, ..."""
     a0, a1, a2, a3, a4, a5, a6, a7 = a
@@ -220,7 +220,7 @@ def _stripes(a, d, q, count, k, o):
     return (a0, a1, a2, a3, a4, a5, a6, a7), q
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _stripe(a, d, q, o):
     """One 64-byte stripe at ``d[q:]`` with the secret at the constant offset ``o``."""
     a0, a1, a2, a3, a4, a5, a6, a7 = a
@@ -234,7 +234,7 @@ def _stripe(a, d, q, o):
             _lane(a7, v7, v6, k[o + 56]))
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _block(a, d, q):
     """A whole block (16 stripes, secret offsets 0, 8, ..., 120) written out: constant keys."""
     a = _stripe(a, d, q, 0)
@@ -256,20 +256,20 @@ def _block(a, d, q):
     return a, q + np.uint64(1024)
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _scramble1(x, key):
     x ^= x >> _U[47]
     return (x ^ key) * P32_1
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _scramble(a, k):
     return (_scramble1(a[0], k[128]), _scramble1(a[1], k[136]), _scramble1(a[2], k[144]),
             _scramble1(a[3], k[152]), _scramble1(a[4], k[160]), _scramble1(a[5], k[168]),
             _scramble1(a[6], k[176]), _scramble1(a[7], k[184]))
 
 
-@nb.njit(inline="always", nogil=True)
+@nb.njit(nogil=True)
 def _long(d, p, n, k):
     a = (P32_3, P64_1, P64_2, P64_3, P64_4, P32_2, P64_5, P32_1)
     blocks = (n - _U[1]) // np.uint64(1024)
