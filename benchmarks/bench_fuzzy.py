@@ -215,18 +215,18 @@ class _Threads:
 
 
 def _run_stage(parts: list[Path], root: Path, device: str, threads: int, **params) -> float:
-    from curator.runtime.phases import DatasetContext
+    from curator.runtime.phases import PhaseContext
     from curator.runtime.rundir import RunDir
     from curator.stages.dedup.fuzzy import FuzzyDedup
 
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    ctx = DatasetContext(RunDir(root), root / "_work", _Threads(threads), "fuzzy_dedup", "x",
-                         "fail", "ids", 1 << 26)
+    ctx = PhaseContext(RunDir(root), root / "_work", _Threads(threads), "fuzzy_dedup",
+                       "fuzzy_dedup", "x", "fail", "ids", 1 << 26)
     t0 = time.perf_counter()
     result = FuzzyDedup(device=device, **params).run_dataset(parts, ctx)
     seconds = time.perf_counter() - t0
-    print(f"  {device}: {seconds:.1f} s, {json.dumps(result.counts)}")
+    print(f"  {device}: {seconds:.1f} s, {json.dumps(result.count.to_dict())}")
     return seconds
 
 
