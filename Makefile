@@ -73,6 +73,7 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_nemo.py
 	$(PY) benchmarks/bench_latex.py
 	$(PY) benchmarks/bench_scaling.py  # 1, 2, 4, ... workers up to the cores
+	$(PY) benchmarks/bench_scaling_extract.py  # the extraction segment, same worker counts
 	$(PY) benchmarks/bench_mixed_gpu.py  # GPU machines only (skips without CuPy)
 	$(PY) benchmarks/bench_exact_hash.py --mb 100
 	$(PY) benchmarks/bench_dedup_product.py --gb 0.05 --devices cpu --stage fuzzy --workers 2 --part-mb 10
