@@ -48,6 +48,39 @@ TIMEOUT_S = 60
 DT_FILTERS = ["gopher_repetition", "gopher_quality", "c4", "fineweb"]  # datatrove's order
 
 
+NOTES = [
+    "## What is matched, and what differs by design", "",
+    "* Extraction: both call `trafilatura.extract` with `favor_precision=True`, comments off, "
+    "tables on, fallbacks on; datatrove's own `deduplicate=True` is turned off (extract_html "
+    "has no such option), and both run it in a sandbox process with a 60 s timeout per page.",
+    "* Reading: curator's read_warc takes 2xx responses whose Content-Type is HTML and decodes "
+    "with the HTTP charset; datatrove's WarcReader takes any response whose "
+    "WARC-Identified-Payload-Type (else libmagic) says HTML, whatever the status, and decodes "
+    "UTF-8, else cchardet's guess. Redirect and error pages therefore reach datatrove's "
+    "extractor and not ours (stage `read` in the funnel).",
+    "* Language ID: the same model file (lid.176.ftz, datatrove's ft176 backend pointed at it), "
+    "`en` kept above 0.65 (datatrove's and FineWeb's threshold), the whole text read in one "
+    "prediction on both sides (`window_chars` set past any page; curator's default reads three "
+    "2000-character windows).",
+    "* Filters: datatrove's four with their defaults, in FineWeb's order; curator's presets "
+    "of the same names, which decide as those do (benchmarks/results_heuristics.md) but split "
+    "words with one regex where datatrove uses spaCy, and keep or remove whole documents: "
+    "datatrove's C4 filter also drops lines (no terminal punctuation, fewer than 3 words, "
+    "`javascript`, policy phrases) from the documents it keeps, so its FineWeb filter, its "
+    "MinHash and its tokenizer see shorter texts. The `check` column re-runs both chains on "
+    "one extraction of the page to tell the two causes apart.",
+    "* MinHash: 5-word shingles, 14 bands of 8, 64-bit hashes on both; datatrove's words split "
+    "on whitespace (`bench_fuzzy._split_tokenizer`, cheaper than its spaCy default). In a "
+    "cluster curator keeps the lowest id, datatrove the first document it read, so the two may "
+    "keep different copies of one page: the overlap by page counts a copy as its page.",
+    "* Tokenizer: the demo's tokenizer.json on both, `<|endoftext|>` after each document; "
+    "curator writes Megatron .bin/.idx, datatrove its .ds files (unshuffled merge not run).",
+    "* Start-up is inside both measurements: Dask's cluster and numba's cached kernels for "
+    "curator (caches warm from an earlier run of this script), the process pool and spaCy's "
+    "model load for datatrove.",
+]
+
+
 # ------------------------------------------------------------------------------ input
 def stage_input(root: Path, corpus: Path, copies: int) -> tuple[str, int]:
     """The WARC files under root/warc; (their glob, the number of wrapped benchmark pages)."""
@@ -369,13 +402,70 @@ def compare(args, root, pattern, n_pages, urls, dt_read, cur, dt, cur_cmd, dt_cm
     report(args, root, pattern, n_pages, urls, cur, dt, ours, theirs, cur_cmd, dt_cmd)
 
 
+def page_html(pattern: str, corpus: Path) -> dict[str, str]:
+    """HTML per page key: the benchmark pages by index, the sample's records by id."""
+    from bench_extract import load_sets
+    from datatrove.pipeline.readers.warc import process_record
+    from warcio.archiveiterator import ArchiveIterator
+
+    sets = load_sets(corpus)
+    html = {f"page {i}": page
+            for i, page in enumerate(sets["zyte"][0] + sets["trafilatura_eval"][0])}
+    for path in sorted(Path(pattern).parent.parent.glob("sample/*.warc.gz")):
+        with open(path, "rb") as f:
+            for record in ArchiveIterator(f):
+                row = process_record(record)
+                if row:
+                    html[row["id"]] = row["text"]
+    return html
+
+
+def rerun(html: str | None) -> str:
+    """Both tools' four filters, each chain as its pipeline runs it, on one extraction of the
+    page (trafilatura as both call it): where each removes it, and where curator's filters
+    land on the text datatrove's C4 step leaves (it drops lines; curator does not)."""
+    if not html:
+        return ""
+    import pyarrow as pa
+    import trafilatura
+    from datatrove.data import Document
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+    )
+
+    from curator import HeuristicFilter
+
+    text = trafilatura.extract(html, favor_precision=True, include_comments=False,
+                               deduplicate=False)
+    if not text:
+        return "no text when re-extracted"
+
+    def ours(t: str) -> str:
+        reason = HeuristicFilter(presets=DT_FILTERS).reasons(
+            pa.table({"text": [t], "lang": ["en"]}))[0].as_py()
+        return reason or "keeps"
+
+    doc, theirs = Document(text=text, id="x"), "keeps"
+    for flt in (GopherRepetitionFilter(), GopherQualityFilter(), C4QualityFilter(),
+                FineWebQualityFilter()):
+        verdict = flt.filter(doc)
+        if verdict is not True:
+            theirs = verdict[1] if isinstance(verdict, tuple) else flt.name
+            break
+    return (f"same text: curator {ours(text)}, datatrove {theirs}; curator on datatrove's "
+            f"C4-cleaned text: {ours(doc.text)}")
+
+
 def report(args, root, pattern, n_pages, urls, cur, dt, ours, theirs, cur_cmd, dt_cmd) -> None:
     n_in = len(urls)
     kept_ours = {i for i, f in ours.items() if f[0] == "kept"}
     kept_theirs = {i for i, f in theirs.items() if f[0] == "kept"}
     canon_ours = {canonical(urls[i], i, n_pages) for i in kept_ours}
     canon_theirs = {canonical(urls[i], i, n_pages) for i in kept_theirs}
-    # per page: the first stage that removed every copy, else kept
+    html = page_html(pattern, Path(args.corpus))
     disagreements: Counter = Counter()
     examples: dict[tuple, str] = {}
     by_page: dict[str, list[str]] = {}
@@ -388,7 +478,8 @@ def report(args, root, pattern, n_pages, urls, cur, dt, ours, theirs, cur_cmd, d
         side_ours = next((ours[i] for i in ids if ours[i][0] != "dedup"), ours[ids[0]])
         side_theirs = next((theirs[i] for i in ids if theirs[i][0] != "dedup"), theirs[ids[0]])
         key = (side_ours[0], side_ours[1] if not a else "", side_theirs[0],
-               side_theirs[1] if not b else "")
+               side_theirs[1] if not b else "", rerun(html.get(page))
+               if {side_ours[0], side_theirs[0]} & set(DT_FILTERS) else "")
         disagreements[key] += 1
         examples.setdefault(key, urls[ids[0]] or page)
     t_ours, tok_ours = curator_times(root / "curator")
@@ -443,11 +534,12 @@ def report(args, root, pattern, n_pages, urls, cur, dt, ours, theirs, cur_cmd, d
         f"copies of one duplicate cluster): {len(canon_ours)} / {len(canon_theirs)}; "
         f"**{overlap(canon_ours, canon_theirs)}** (target >= 95 %).", "",
         "## Pages kept on one side only, by where the other side removed them", "",
-        "| curator stage | curator reason | datatrove stage | datatrove reason | pages | "
-        "e.g. |", "|---|---|---|---|---|---|",
-        *[f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {n} | {examples[k]} |"
+        "| curator stage | curator reason | datatrove stage | datatrove reason | check | pages "
+        "| e.g. |", "|---|---|---|---|---|---|---|",
+        *[f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {k[4]} | {n} | {examples[k]} |"
           for k, n in disagreements.most_common()],
-        "", "## The curator YAML", "", "```yaml", (root / "curator.yaml").read_text().rstrip(),
+        "", *NOTES, "", "## The curator YAML", "", "```yaml",
+        (root / "curator.yaml").read_text().rstrip(),
         "```", ""]
     Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
