@@ -24,6 +24,7 @@ exclusion writers).
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import os
@@ -420,15 +421,9 @@ def page_html(pattern: str, corpus: Path) -> dict[str, str]:
     return html
 
 
-def rerun(html: str | None) -> str:
-    """Both tools' four filters, each chain as its pipeline runs it, on one extraction of the
-    page (trafilatura as both call it): where each removes it, and where curator's filters
-    land on the text datatrove's C4 step leaves (it drops lines; curator does not)."""
-    if not html:
-        return ""
-    import pyarrow as pa
-    import trafilatura
-    from datatrove.data import Document
+@functools.cache
+def _filters() -> tuple:
+    """curator's heuristic_filter and datatrove's four filters, built once."""
     from datatrove.pipeline.filters import (
         C4QualityFilter,
         FineWebQualityFilter,
@@ -438,19 +433,32 @@ def rerun(html: str | None) -> str:
 
     from curator import HeuristicFilter
 
+    return HeuristicFilter(presets=DT_FILTERS), (GopherRepetitionFilter(), GopherQualityFilter(),
+                                                 C4QualityFilter(), FineWebQualityFilter())
+
+
+def rerun(html: str | None) -> str:
+    """Both tools' four filters, each chain as its pipeline runs it, on one extraction of the
+    page (trafilatura as both call it): where each removes it, and where curator's filters
+    land on the text datatrove's C4 step leaves (it drops lines; curator does not)."""
+    if not html:
+        return ""
+    import pyarrow as pa
+    import trafilatura
+    from datatrove.data import Document
+
     text = trafilatura.extract(html, favor_precision=True, include_comments=False,
                                deduplicate=False)
     if not text:
         return "no text when re-extracted"
 
     def ours(t: str) -> str:
-        reason = HeuristicFilter(presets=DT_FILTERS).reasons(
+        reason = _filters()[0].reasons(
             pa.table({"text": [t], "lang": ["en"]}))[0].as_py()
         return reason or "keeps"
 
     doc, theirs = Document(text=text, id="x"), "keeps"
-    for flt in (GopherRepetitionFilter(), GopherQualityFilter(), C4QualityFilter(),
-                FineWebQualityFilter()):
+    for flt in _filters()[1]:
         verdict = flt.filter(doc)
         if verdict is not True:
             theirs = verdict[1] if isinstance(verdict, tuple) else flt.name
