@@ -2,7 +2,7 @@
 Gopher quality, C4, FineWeb filters -> MinHash dedup -> tokenizer, on the same WARC files, same
 machine, one run each, both on the same number of cores.
 
-    python benchmarks/bench_e2e.py [--copies 4] [--workers 2]
+    python benchmarks/bench_e2e.py [--copies 5] [--workers 2]
 
 Input: data/sample/warc/*.warc.gz (the bundled real sample) plus the HTML pages of the Zyte
 article-extraction benchmark and trafilatura's evaluation set (../shared/corpus) wrapped into
@@ -337,7 +337,7 @@ def curator_times(out: Path) -> tuple[Counter, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--copies", type=int, default=4)
+    ap.add_argument("--copies", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus"))
     ap.add_argument("--dir", default="bench-data/e2e")
