@@ -297,10 +297,10 @@ def overlap(a: set, b: set) -> str:
 DT_STEPS = {"Warc": "read", "Trafilatura": "extract", "Language ID": "langid",
             "Gopher Repetition": "heuristics", "Gopher Quality": "heuristics",
             "C4 Quality": "heuristics", "FineWeb Quality": "heuristics", "MinHash": "dedup",
-            "Jsonl": "write", "TOKENIZER": "tokenize"}
+            "Jsonl": "write (datatrove: + re-read)", "TOKENIZER": "tokenize"}
 CUR_STAGES = {"read_warc": "read", "extract_html": "extract", "langid": "langid",
-              "heuristic_filter": "heuristics", "fuzzy_dedup": "dedup", "write_parquet": "write",
-              "tokenize": "tokenize"}
+              "heuristic_filter": "heuristics", "fuzzy_dedup": "dedup",
+              "write_parquet": "write (datatrove: + re-read)", "tokenize": "tokenize"}
 
 
 def datatrove_times(out: Path) -> tuple[Counter, int]:
@@ -525,7 +525,8 @@ def report(args, root, pattern, n_pages, urls, cur, dt, ours, theirs, cur_cmd, d
         "| stage | curator | datatrove | datatrove / curator |", "|---|---|---|---|",
         *[f"| {k} | {t_ours[k]:.1f} | {t_theirs[k]:.1f} | "
           f"{t_theirs[k] / t_ours[k] if t_ours[k] else float('nan'):.1f}x |"
-          for k in ["read", "extract", "langid", "heuristics", "dedup", "write", "tokenize"]],
+          for k in ["read", "extract", "langid", "heuristics", "dedup",
+                    "write (datatrove: + re-read)", "tokenize"]],
         "",
         f"Tokens written: curator {tok_ours}, datatrove {tok_theirs} (datatrove's C4 filter "
         "drops lines from the text it keeps; curator's filters keep or remove whole "
