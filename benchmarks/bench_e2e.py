@@ -78,7 +78,7 @@ NOTES = [
     "curator writes Megatron .bin/.idx, datatrove its per-task .ds files (its "
     "DocumentTokenizerMerger, which would join them, is not run).",
     "* Start-up is inside both measurements: Dask's cluster and numba's cached kernels for "
-    "curator (caches warm from an earlier run of this script), the process pool and spaCy's "
+    "curator (numba's on-disk caches: warm after a first run), the process pool and spaCy's "
     "model load for datatrove.",
 ]
 
@@ -554,7 +554,8 @@ def report(args, root, pattern, n_pages, urls, cur, dt, fast, ours, theirs, cur_
         f"Command: `python benchmarks/bench_e2e.py --copies {args.copies} --workers "
         f"{args.workers}`; {platform.processor() or platform.machine()}, {os.cpu_count()} cores.",
         "",
-        f"Input: {n_in} WARC response records ({pattern}): data/sample/warc/*.warc.gz plus the "
+        f"Input: {n_in} WARC response records ({os.path.relpath(pattern, ROOT)}): "
+        "data/sample/warc/*.warc.gz plus the "
         f"{n_pages} Zyte and trafilatura_eval benchmark pages wrapped {args.copies} times over "
         "under distinct URLs (the copies are exact duplicates).", "",
         f"* curator: `{' '.join(Path(c).name if c.startswith('/') else c for c in cur_cmd)}` "
