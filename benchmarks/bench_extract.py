@@ -171,8 +171,10 @@ def quality(corpus: Path, lines: list[str]) -> None:
 SEGMENT_COPIES = 3
 
 
-def wrap_pages(pages: list[str], folder: Path, n_files: int) -> None:
-    """The pages as HTML responses in ``n_files`` gzip WARC files."""
+def wrap_pages(pages: list[str], folder: Path, n_files: int,
+               identified_type: str | None = None) -> None:
+    """The pages as HTML responses in ``n_files`` gzip WARC files; ``identified_type`` adds a
+    ``WARC-Identified-Payload-Type`` header, as Common Crawl writes (datatrove reads it)."""
     folder.mkdir(parents=True, exist_ok=True)
     for f in range(n_files):
         with open(folder / f"bench-{f:02d}.warc.gz", "wb") as out:
@@ -182,9 +184,11 @@ def wrap_pages(pages: list[str], folder: Path, n_files: int) -> None:
                 http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8"),
                                                    ("Content-Length", str(len(payload)))],
                                         protocol="HTTP/1.1")
+                extra = ({"WARC-Identified-Payload-Type": identified_type}
+                         if identified_type else None)
                 writer.write_record(writer.create_warc_record(
                     f"http://bench/{i}", "response", payload=io.BytesIO(payload),
-                    http_headers=http))
+                    http_headers=http, warc_headers_dict=extra))
 
 
 def read_pages(pattern: str) -> list[str]:
