@@ -222,24 +222,10 @@ def best_of(repeat: int, work) -> float:
     return best
 
 
-def fastwarc_iterate(paths: list[str]) -> int:
-    """FastWARC alone: every HTML response's payload bytes."""
-    n = 0
-    for path in paths:
-        try:
-            for rec in ArchiveIterator(path, record_types=WarcRecordType.response,
-                                       parse_http=True, auto_decode="all"):
-                if (rec.http_content_type or "") in ("text/html", "application/xhtml+xml"):
-                    rec.reader.read()
-                    n += 1
-        except OSError:  # an ARC file, a damaged record: FastWARC stops reading the file there
-            continue
-    return n
-
-
-def fastwarc_decode(paths: list[str]) -> int:
-    """FastWARC plus the least a user needs for text: each HTML payload decoded to ``str`` with
-    the header's charset (UTF-8 when it names none or an unknown one), bad bytes replaced."""
+def fastwarc_iterate(paths: list[str], decode: bool = False) -> int:
+    """FastWARC alone: every HTML response's payload bytes; with ``decode``, also the least a
+    user needs for text: the payload decoded to ``str`` with the header's charset (UTF-8 when it
+    names none or an unknown one), bad bytes replaced."""
     n = 0
     for path in paths:
         try:
@@ -247,12 +233,13 @@ def fastwarc_decode(paths: list[str]) -> int:
                                        parse_http=True, auto_decode="all"):
                 if (rec.http_content_type or "") in ("text/html", "application/xhtml+xml"):
                     payload = rec.reader.read()
-                    try:
-                        payload.decode(rec.http_charset or "utf-8", "replace")
-                    except LookupError:
-                        payload.decode("utf-8", "replace")
+                    if decode:
+                        try:
+                            payload.decode(rec.http_charset or "utf-8", "replace")
+                        except LookupError:
+                            payload.decode("utf-8", "replace")
                     n += 1
-        except OSError:
+        except OSError:  # an ARC file, a damaged record: FastWARC stops reading the file there
             continue
     return n
 
@@ -330,7 +317,8 @@ def reader_speed(pattern: str, repeat: int, lines: list[str]) -> None:
     """read_warc_batches against FastWARC's loops over the same files: rounds of the three in
     turn (load on a shared machine hits all alike), best wall and best CPU seconds of each."""
     paths = [s.path for s in list_shards(pattern)]
-    loops = {"bytes": lambda: fastwarc_iterate(paths), "decode": lambda: fastwarc_decode(paths),
+    loops = {"bytes": lambda: fastwarc_iterate(paths),
+             "decode": lambda: fastwarc_iterate(paths, decode=True),
              "curator": lambda: curator_read(paths)}
     wall = dict.fromkeys(loops, float("inf"))
     cpu = dict.fromkeys(loops, float("inf"))

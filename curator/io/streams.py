@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bz2
 import mmap
 import os
 import zlib
@@ -51,6 +52,11 @@ def _frames(raw, new_decompressor: Callable[[], Any], errors: tuple[type[Excepti
                 block = b""
     if in_frame:
         raise DamagedInput(f"truncated {name}: the stream ended before its end-of-stream marker")
+
+
+def bz2_chunks(raw) -> Iterator[bytes]:
+    """The decompressed bytes of concatenated bz2 streams read from ``raw`` (to its end)."""
+    return _frames(raw, bz2.BZ2Decompressor, (OSError,), "bz2")
 
 
 def _gzip_chunks(raw) -> Iterator[bytes]:

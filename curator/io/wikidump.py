@@ -10,12 +10,13 @@ the shard's streams + a closing tag.
 
 from __future__ import annotations
 
-import bz2
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from xml.etree import ElementTree
 
 import fsspec
+
+from curator.io.streams import DamagedInput, bz2_chunks
 
 READ_SIZE = 1 << 20
 CLOSING = b"</mediawiki>"
@@ -65,27 +66,25 @@ def stream_offsets(index_url: str) -> list[int]:
     return sorted(offsets)
 
 
+class _ByteRange:
+    """``raw[start:end]`` as a file to read: what :func:`bz2_chunks` reads to its end."""
+
+    def __init__(self, raw, start: int, end: int) -> None:
+        raw.seek(start)
+        self.raw, self.left = raw, end - start
+
+    def read(self, size: int) -> bytes:
+        block = self.raw.read(min(size, self.left)) if self.left > 0 else b""
+        self.left -= len(block)
+        return block
+
+
 def _bz2_streams(raw, start: int, end: int) -> Iterator[bytes]:
     """Decompress the concatenated bz2 streams in ``raw[start:end]``."""
-    raw.seek(start)
-    remaining = end - start
-    decomp, in_stream = bz2.BZ2Decompressor(), False
-    while remaining > 0 and (block := raw.read(min(READ_SIZE, remaining))):
-        remaining -= len(block)
-        while block:
-            in_stream = True
-            try:
-                out = decomp.decompress(block)
-            except OSError as err:
-                raise DumpError(f"corrupt bz2 data: {err}") from None
-            if out:
-                yield out
-            if decomp.eof:
-                block, decomp, in_stream = decomp.unused_data, bz2.BZ2Decompressor(), False
-            else:
-                block = b""
-    if in_stream:
-        raise DumpError("truncated bz2 stream")
+    try:
+        yield from bz2_chunks(_ByteRange(raw, start, end))
+    except DamagedInput as err:
+        raise DumpError(str(err)) from None
 
 
 def _whole_file(url: str) -> Iterator[bytes]:
