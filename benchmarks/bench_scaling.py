@@ -185,6 +185,15 @@ def load_or_build(work: Path, args: argparse.Namespace) -> dict:
     return data
 
 
+def utilisation(stats: dict, workers: int) -> dict[str, float]:
+    """From stats.json's task timeline: the span from the first task's start to the last one's
+    end, and the mean number of tasks running in it (``workers`` when no worker ever waits)."""
+    tasks = stats["timeline"]
+    span = max(t[2] for t in tasks) - min(t[1] for t in tasks)
+    busy = sum(t[2] - t[1] for t in tasks)
+    return {"span_s": span, "busy": busy / span if span else float(workers)}
+
+
 def digest(run_dir: Path) -> str:
     h = hashlib.sha256()
     for name, blob in output_bytes(run_dir).items():

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_extract import load_sets, wrap_pages
-from bench_scaling import cpu_model, digest, run
+from bench_scaling import cpu_model, digest, run, utilisation
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = Path(os.environ.get("CURATOR_CORPUS", ROOT.parent / "shared" / "corpus"))
@@ -60,7 +60,8 @@ stages:
         stage = {s["name"]: s for s in stats["stages"]}
         rows[w] = {"seconds": seconds, "run_s": stats["seconds"],
                    "extract_s": stage["extract_html"]["seconds"],
-                   "kept": stage["write_parquet"]["kept"], "digest": digest(out)}
+                   "kept": stage["write_parquet"]["kept"], "digest": digest(out),
+                   "start_s": stats.get("executor_start_seconds", 0.0), **utilisation(stats, w)}
         print(f"{w:>3} workers: {seconds:7.1f} s", flush=True)
     first = min(rows)
     base, base_run = rows[first]["seconds"] * first, rows[first]["run_s"] * first
@@ -72,14 +73,16 @@ stages:
              f"Data: {len(pages)} real HTML pages ({len(pages) // args.copies} distinct, "
              f"{args.copies} copies with distinct URLs) in {args.files} WARC files.", "",
              "| workers | seconds | pages/s | speed-up | efficiency | run s | efficiency (run s) "
-             "| extract task-s | kept | output digest |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| cluster start s | task span s | tasks running (mean) | extract task-s | kept "
+             "| output digest |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for w in sorted(rows):
         r = rows[w]
         speedup = base / r["seconds"]
         lines.append(f"| {w} | {r['seconds']:.1f} | {len(pages) / r['seconds']:,.1f} | "
                      f"{speedup:.2f} | {speedup / w:.0%} | {r['run_s']:.1f} | "
-                     f"{base_run / r['run_s'] / w:.0%} | {r['extract_s']:.1f} | {r['kept']} | "
+                     f"{base_run / r['run_s'] / w:.0%} | {r['start_s']:.1f} | {r['span_s']:.1f} | "
+                     f"{r['busy']:.1f} | {r['extract_s']:.1f} | {r['kept']} | "
                      f"{r['digest']} |")
     same = len({r["digest"] for r in rows.values()}) == 1
     lines += ["", f"Outputs of all runs byte-identical: {'yes' if same else 'NO'}.", "",

@@ -293,6 +293,7 @@ class ExecutorPool:
         self.scheduler, self.scheduler_file = scheduler, scheduler_file
         self.imports = imports or []
         self._started: dict[bool, Executor] = {}
+        self.start_seconds = 0.0  # spent starting clusters (shown in stats.json)
 
     def get(self, holds_gil: bool) -> Executor:
         """The executor for work that holds (or releases) the GIL."""
@@ -300,6 +301,7 @@ class ExecutorPool:
         processes = True if shared else (self.processes if self.processes is not None
                                          else holds_gil)
         if processes not in self._started:
+            clock = time.perf_counter()
             executor = make_executor(self.kind, self.workers, self.scheduler,
                                      self.scheduler_file, processes)
             if self.imports and isinstance(executor, DaskExecutor):
@@ -307,6 +309,7 @@ class ExecutorPool:
 
                 import_on_cluster(executor.client, self.imports)
             self._started[processes] = executor
+            self.start_seconds += time.perf_counter() - clock
         return self._started[processes]
 
     def offers(self, resource: str) -> bool:

@@ -107,7 +107,9 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
                 shards = [Shard(i, str(folder / name), label=name.removesuffix(".parquet"),
                                 source=source) for i, (name, source) in enumerate(files)]
     stats = write_stats(run_dir, pipeline, manifests, extras,
-                        {"seconds": round(time.time() - started, 3), "shards": len(inputs)})
+                        {"seconds": round(time.time() - started, 3),
+                         "executor_start_seconds": round(pool.start_seconds, 3),
+                         "shards": len(inputs), "timeline": _timeline(manifests, started)})
     from curator.report.html import write_report
 
     write_report(run_dir.root, stats)
@@ -124,6 +126,13 @@ def _finalize_sinks(segment: Segment, run_dir: RunDir,
             infos = [m["sinks"][name] for m in manifests if name in m.get("sinks", {})]
             extras[name] = stage.finalize(run_dir.root, name, infos)
     return extras
+
+
+def _timeline(manifests: dict[int, list[dict]], started: float) -> list[list]:
+    """[segment, start s, end s, worker pid] of each shard task this run ran, from its start."""
+    return sorted([index, round(m["clock"][0] - started, 3), round(m["clock"][1] - started, 3),
+                   m["clock"][2]] for index, group in manifests.items() for m in group
+                  if "clock" in m)
 
 
 def _parts(shards: list[Shard]) -> list[Path]:

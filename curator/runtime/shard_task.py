@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,6 +137,7 @@ def with_source(table: pa.Table, source: str) -> pa.Table:
 def run_shard_task(task: ShardTask) -> dict[str, Any]:
     """Process one shard through the segment's stages; return its committed manifest."""
     run_dir = RunDir(task.run_dir)
+    started_at = time.time()
     pending: list = []
     first = task.stages[0][1]
     source = first if isinstance(first, Source) else None
@@ -208,7 +210,10 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
                           "source": task.shard.source},
                 "stages": [counts[name].to_dict() for name, _ in task.stages],
                 "rows_out": rows_out, "sinks": sinks, "intermediate": parts}
-    return run_dir.commit(pending, manifest, task.segment)
+    committed = run_dir.commit(pending, manifest, task.segment)
+    # when and where the task ran: for the driver's timeline, not on disk (a resumed run's
+    # manifests stay byte-identical)
+    return {**committed, "clock": [started_at, time.time(), os.getpid()]}
 
 
 def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-TIMING = {"seconds"}
+TIMING = {"seconds", "executor_start_seconds", "timeline"}
 #: Files of a run that are not output bytes: the config it was started with, and the files that
 #: hold timings (compared without them by :func:`stats` and :func:`manifests`).
 NOT_OUTPUT = {"run.json", "stats.json", "report.html"}

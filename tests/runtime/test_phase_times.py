@@ -78,3 +78,19 @@ def test_fuzzy_dedup_phases(shards, tmp_path, dask_scheduler):
                             "remove"]
     _check(phases, {"signatures": N_SHARDS, "edges": 2, **dict.fromkeys(rounds, 2),
                     "labels": 2, "members": N_SHARDS, "clusters": 2, "remove": N_SHARDS})
+
+
+def test_timeline_lists_each_shard_task_of_this_run(shards, tmp_path, dask_scheduler):
+    pipeline = Pipeline([ReadJsonl(path=f"{shards}/*.jsonl"), ExactDedup(buckets=2),
+                         WriteParquet()], name="timeline")
+    run = tmp_path / "run"
+    stats = pipeline.run(output=run, scheduler=dask_scheduler, progress=False).stats
+    # segment 0 (read, before the dedup barrier) and segment 2 (write) each ran every shard
+    assert sorted({t[0] for t in stats["timeline"]}) == [0, 2]
+    assert [t[0] for t in stats["timeline"]].count(0) == N_SHARDS
+    for _, start, end, pid in stats["timeline"]:
+        assert 0 <= start <= end <= stats["seconds"] and pid > 0
+    assert stats["executor_start_seconds"] >= 0
+    # a rerun that finds every shard done ran no task
+    again = pipeline.run(output=run, scheduler=dask_scheduler, progress=False).stats
+    assert again["timeline"] == []
