@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 from fastwarc.warc import ArchiveIterator, WarcRecordType
 
@@ -71,9 +72,20 @@ class _Batch:
         if not self.rows["id"]:
             return SourceBatch(pa.table({}), self.failed, self.notes)
         columns = {c: pa.array(v, pa.string()) for c, v in self.rows.items() if c != "text"}
-        # every text is valid UTF-8 already (checked or encoded by decode_html): a view, no check
-        columns["text"] = pa.array(self.rows["text"], pa.binary()).view(pa.string())
+        columns["text"] = _text_array(self.rows["text"])
         return SourceBatch(pa.table({c: columns[c] for c in COLUMNS}), self.failed, self.notes)
+
+
+def _text_array(texts: list[bytes]) -> pa.Array:
+    """UTF-8 pages as one string array: joined in one copy, not checked again (decode_html
+    checked or encoded every page)."""
+    data = b"".join(texts)
+    if len(data) >= 1 << 31:  # past 32-bit offsets: Arrow splits nothing here, so say so
+        raise ValueError(f"a batch of {len(data)} bytes of text is over Arrow's 2 GiB")
+    offsets = np.zeros(len(texts) + 1, np.int32)
+    np.cumsum([len(t) for t in texts], out=offsets[1:])
+    return pa.Array.from_buffers(pa.string(), len(texts),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 class _RecordReader:
