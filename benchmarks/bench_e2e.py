@@ -121,12 +121,16 @@ EXTRACT = {"trafilatura": "extractor: trafilatura, favor_precision: true",
 
 
 def curator_yaml(pattern: str, tokenizer: Path, workers: int,
-                 extractor: str = "trafilatura") -> str:
+                 extractor: str = "trafilatura", prefilter: bool = True) -> str:
+    """The product's configuration: the language pre-filter (langid_html) before extraction;
+    ``prefilter=False`` runs the stages one for one as datatrove's pipeline has them."""
+    before = (f"  - {{type: langid_html, languages: {json.dumps(LANGUAGES)}}}\n"
+              if prefilter else "")
     return f"""name: e2e
 executor: {{type: dask, workers: {workers}}}
 stages:
   - {{type: read_warc, path: "{pattern}"}}
-  - {{type: extract_html, {EXTRACT[extractor]}, timeout_s: {TIMEOUT_S}}}
+{before}  - {{type: extract_html, {EXTRACT[extractor]}, timeout_s: {TIMEOUT_S}}}
   # datatrove reads the whole text (newlines made spaces) with one prediction
   - {{type: langid, languages: {json.dumps(LANGUAGES)}, min_score: {LANGUAGE_THRESHOLD},
      window_chars: 100000000, windows: 1}}
@@ -245,7 +249,8 @@ def datatrove_fates(out: Path, read_ids: set[str]) -> dict[str, tuple[str, str]]
 
 
 def curator_fates(out: Path, all_ids: set[str]) -> dict[str, tuple[str, str]]:
-    names = {"extract_html": "extract", "langid": "langid", "fuzzy_dedup": "dedup"}
+    names = {"extract_html": "extract", "langid": "langid", "langid_html": "langid",
+             "fuzzy_dedup": "dedup"}
     fates: dict[str, tuple[str, str]] = {}
     for folder in sorted((out / "rejected").glob("*")):
         for path in folder.glob("*.parquet"):
@@ -306,7 +311,8 @@ DT_STEPS = {"Warc": "read", "Trafilatura": "extract", "Language ID": "langid",
             "Gopher Repetition": "heuristics", "Gopher Quality": "heuristics",
             "C4 Quality": "heuristics", "FineWeb Quality": "heuristics", "MinHash": "dedup",
             "Jsonl": "write (datatrove: + re-read)", "TOKENIZER": "tokenize"}
-CUR_STAGES = {"read_warc": "read", "extract_html": "extract", "langid": "langid",
+CUR_STAGES = {"read_warc": "read", "langid_html": "langid", "extract_html": "extract",
+              "langid": "langid",
               "heuristic_filter": "heuristics", "fuzzy_dedup": "dedup",
               "write_parquet": "write (datatrove: + re-read)", "tokenize": "tokenize"}
 
@@ -369,9 +375,11 @@ def main() -> None:
         args.copies, args.workers = saved["copies"], saved["workers"]
         cur, dt = Measured(**saved["curator"]), Measured(**saved["datatrove"])
         fast = Measured(**saved["resiliparse"])
+        plain = Measured(**saved["no_prefilter"])
         cur_cmd, dt_cmd = saved["cur_cmd"], saved["dt_cmd"]
         urls, dt_read = input_records(pattern)
-        compare(args, root, pattern, n_pages, urls, dt_read, cur, dt, fast, cur_cmd, dt_cmd)
+        compare(args, root, pattern, n_pages, urls, dt_read, cur, dt, fast, plain, cur_cmd,
+                dt_cmd)
         return
     pattern, n_pages = stage_input(root, Path(args.corpus), args.copies)
     tokenizer = tokenizer_file(root)
@@ -395,30 +403,44 @@ def main() -> None:
     if dt.returncode:
         raise SystemExit(f"datatrove failed:\n{dt.output[-3000:]}")
     print(f"datatrove: {dt.seconds:.1f} s wall, {dt.cpu_seconds:.1f} CPU s", flush=True)
-    fast_config = root / "curator-resiliparse.yaml"
-    fast_config.write_text(curator_yaml(pattern, tokenizer, args.workers, "resiliparse"))
-    shutil.rmtree(root / "curator-resiliparse", ignore_errors=True)
-    fast = measure([sys.executable, "-m", "curator.cli", "run", str(fast_config), "--output",
-                    str(root / "curator-resiliparse")], env=env)
-    if fast.returncode:
-        raise SystemExit(f"curate run (resiliparse) failed:\n{fast.output[-3000:]}")
-    print(f"curator, resiliparse: {fast.seconds:.1f} s wall, {fast.cpu_seconds:.1f} CPU s")
+    fast = variant(root, "resiliparse", curator_yaml(pattern, tokenizer, args.workers,
+                                                     "resiliparse"), env)
+    plain = variant(root, "no-prefilter", curator_yaml(pattern, tokenizer, args.workers,
+                                                       prefilter=False), env)
     keep = ("seconds", "cpu_seconds", "peak_rss_mb", "output", "returncode")
     (root / "measured.json").write_text(json.dumps({
         "pattern": pattern, "n_pages": n_pages, "copies": args.copies, "workers": args.workers,
         "cur_cmd": cur_cmd, "dt_cmd": dt_cmd,
         "curator": {k: getattr(cur, k) for k in keep},
         "datatrove": {k: getattr(dt, k) for k in keep},
-        "resiliparse": {k: getattr(fast, k) for k in keep}}))
-    compare(args, root, pattern, n_pages, urls, dt_read, cur, dt, fast, cur_cmd, dt_cmd)
+        "resiliparse": {k: getattr(fast, k) for k in keep},
+        "no_prefilter": {k: getattr(plain, k) for k in keep}}))
+    compare(args, root, pattern, n_pages, urls, dt_read, cur, dt, fast, plain, cur_cmd, dt_cmd)
 
 
-def compare(args, root, pattern, n_pages, urls, dt_read, cur, dt, fast, cur_cmd, dt_cmd) -> None:
+def variant(root: Path, name: str, yaml: str, env: dict):
+    """One more measured ``curate run`` of ``yaml`` (kept set not compared)."""
+    from proctree import measure
+
+    config = root / f"curator-{name}.yaml"
+    config.write_text(yaml)
+    shutil.rmtree(root / f"curator-{name}", ignore_errors=True)
+    done = measure([sys.executable, "-m", "curator.cli", "run", str(config), "--output",
+                    str(root / f"curator-{name}")], env=env)
+    if done.returncode:
+        raise SystemExit(f"curate run ({name}) failed:\n{done.output[-3000:]}")
+    print(f"curator, {name}: {done.seconds:.1f} s wall, {done.cpu_seconds:.1f} CPU s")
+    return done
+
+
+def compare(args, root, pattern, n_pages, urls, dt_read, cur, dt, fast, plain, cur_cmd,
+            dt_cmd) -> None:
     ours = curator_fates(root / "curator", set(urls))
     theirs = datatrove_fates(root / "datatrove", dt_read)
     for doc_id in set(urls) - theirs.keys():
         theirs[doc_id] = ("read", "not read (payload type / charset)")
-    report(args, root, pattern, n_pages, urls, cur, dt, fast, ours, theirs, cur_cmd, dt_cmd)
+    report(args, root, pattern, n_pages, urls, cur, dt, fast, plain, ours, theirs, cur_cmd,
+           dt_cmd)
 
 
 def page_html(pattern: str, corpus: Path) -> dict[str, str]:
@@ -519,7 +541,7 @@ def speed_reading(t_ours: Counter, t_theirs: Counter, cur, dt) -> list[str]:
         "tokenisation and per-document Python against column kernels)."]
 
 
-def report(args, root, pattern, n_pages, urls, cur, dt, fast, ours, theirs, cur_cmd,
+def report(args, root, pattern, n_pages, urls, cur, dt, fast, plain, ours, theirs, cur_cmd,
            dt_cmd) -> None:
     n_in = len(urls)
     kept_ours = {i for i, f in ours.items() if f[0] == "kept"}
@@ -572,13 +594,19 @@ def report(args, root, pattern, n_pages, urls, cur, dt, fast, ours, theirs, cur_
         f"{n_in / cur.seconds:.1f} | {rate_ours:.2f} | {n_in / cur.seconds / cores:.2f} |",
         f"| datatrove | {dt.seconds:.1f} | {dt.cpu_seconds:.1f} | {dt.peak_rss_mb:.0f} | "
         f"{n_in / dt.seconds:.1f} | {rate_theirs:.2f} | {n_in / dt.seconds / cores:.2f} |",
+        f"| curator without the language pre-filter (stages one for one as datatrove's; kept "
+        f"set not compared) | {plain.seconds:.1f} | {plain.cpu_seconds:.1f} | "
+        f"{plain.peak_rss_mb:.0f} | {n_in / plain.seconds:.1f} | "
+        f"{n_in / plain.cpu_seconds:.2f} | {n_in / plain.seconds / cores:.2f} |",
         f"| curator, `extractor: resiliparse` (not matched: the product's fast extractor; "
         f"kept set not compared) | {fast.seconds:.1f} | {fast.cpu_seconds:.1f} | "
         f"{fast.peak_rss_mb:.0f} | {n_in / fast.seconds:.1f} | {n_in / fast.cpu_seconds:.2f} | "
         f"{n_in / fast.seconds / cores:.2f} |",
         "",
         f"* **curator / datatrove, pages per CPU-second: {rate_ours / rate_theirs:.2f}x**; "
-        f"wall-clock on {cores} cores: {dt.seconds / cur.seconds:.2f}x (target >= 2x). With "
+        f"wall-clock on {cores} cores: {dt.seconds / cur.seconds:.2f}x (target >= 2x). "
+        f"Without the language pre-filter: {dt.cpu_seconds / plain.cpu_seconds:.2f}x per "
+        f"CPU-second, {dt.seconds / plain.seconds:.2f}x wall-clock. With "
         f"resiliparse instead of trafilatura: {dt.cpu_seconds / fast.cpu_seconds:.2f}x per "
         f"CPU-second, {dt.seconds / fast.seconds:.2f}x wall-clock.", "",
         "## Wall seconds inside each stage, summed over tasks, as each tool logs them", "",

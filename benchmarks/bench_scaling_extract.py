@@ -31,7 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--copies", type=int, default=4, help="Times each page is repeated.")
-    parser.add_argument("--files", type=int, default=64, help="WARC files (shards).")
+    parser.add_argument("--files", type=int, default=256, help="WARC files (shards).")
     parser.add_argument("--workers", default=None,
                         help="Comma-separated counts; default 1, 2, 4, ... up to the cores.")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results_scaling_extract.md")

@@ -30,6 +30,7 @@ _EXPORTS = {
     "WriteParquet": "curator.stages.writers",
     "LengthFilter": "curator.stages.filters.length",
     "LangId": "curator.stages.langid",
+    "LangIdHtml": "curator.stages.langid_html",
     "Clean": "curator.stages.clean",
     "Pii": "curator.stages.pii",
     "UrlFilter": "curator.stages.filters.url",

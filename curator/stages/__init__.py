@@ -10,6 +10,7 @@ BUILTIN: dict[str, str] = {
     "write_parquet": "curator.stages.writers",
     "length_filter": "curator.stages.filters.length",
     "langid": "curator.stages.langid",
+    "langid_html": "curator.stages.langid_html",
     "clean": "curator.stages.clean",
     "pii": "curator.stages.pii",
     "url_filter": "curator.stages.filters.url",

