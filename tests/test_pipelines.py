@@ -90,11 +90,12 @@ def test_sample_runs_warc_to_megatron_shards_and_says_where(sample_run):
     run_dir, _, stdout = sample_run
     stats = assert_accounting(run_dir)
     by_name = {s["name"]: s for s in stats["stages"]}
-    assert list(by_name) == ["read_warc", "extract_html", "langid", "clean", "heuristic_filter",
-                             "exact_dedup", "fuzzy_dedup", "decontaminate", "write_parquet",
-                             "tokenize"]
+    assert list(by_name) == ["read_warc", "langid_html", "extract_html", "langid", "clean",
+                             "heuristic_filter", "exact_dedup", "fuzzy_dedup", "decontaminate",
+                             "write_parquet", "tokenize"]
     assert by_name["read_warc"]["in"] >= 90          # the real HTML responses of the sample
-    assert by_name["langid"]["removed"] > 0          # Chinese, Dutch, ... pages go
+    assert by_name["langid_html"]["removed"] > 0     # Chinese, Dutch, ... pages go before
+    assert by_name["langid"]["removed"] > 0          # extraction, and after it
     assert by_name["heuristic_filter"]["removed"] > 0
     tokens = run_dir / "tokens"
     shards = re.search(r"Megatron shards \(tokenize\): (\S+)", stdout)

@@ -37,7 +37,8 @@ class LangIdHtml(Filter):
                                    "language that removes a page.")
     model: str | None = Field(None, description="fastText language-ID model, as for langid.")
     window_chars: int = Field(2000, gt=0, description="Characters per window, as for langid.")
-    windows: int = Field(3, ge=1, description="Windows per long page, as for langid.")
+    windows: int = Field(1, ge=1, description="Windows per long page, as for langid (one, the "
+                         "page's start, is enough for a pre-filter).")
 
     _langid: Any = None
     _extract: Any = None
