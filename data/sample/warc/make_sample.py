@@ -1,15 +1,18 @@
 """Rebuild data/sample/warc/ from the team's corpus (../shared/corpus): see README.md here.
 
-Real WARC files are copied byte for byte; real Japanese pages (no public Japanese WARC exists)
-are wrapped into ``ja-pages.warc.gz`` as HTTP response records with warcio. Run from the repo
-root: ``python data/sample/warc/make_sample.py``.
+Real WARC files are copied byte for byte; Japanese pages (no public Japanese WARC exists) are
+wrapped into ``ja-pages.warc.gz`` as HTTP response records with warcio: real pages from
+Apache-2.0 test suites, and Japanese Wikipedia articles (JaQuAD's paragraphs, CC BY-SA 3.0) in a
+minimal HTML page each. Only files whose licence allows redistribution are used. Run from the
+repo root: ``python data/sample/warc/make_sample.py``.
 """
 
 from __future__ import annotations
 
-import csv
 import gzip
+import html
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -23,20 +26,43 @@ COPIED = [
     "warc/commoncrawl/whirlwind.warc.gz",
     "warc/wget/dolma-sample-0000.warc.gz",
     "warc/wget/dolma-sample-0001.warc.gz",
-    "warc/heritrix/IAH-20080430204825-00000-blackbook-truncated.warc.gz",
 ]
 JA = CORPUS / "japanese" / "html"
-SKIPPED_NEWS = {"000036.html.gz"}  # a 623 KB goo blog page: keeps the sample small
+WIKI = CORPUS / "japanese" / "wiki_paragraphs" / "jaquad_train_contexts.jsonl.gz"
+WIKI_ARTICLES = 36
+PAGE = """<!DOCTYPE html>
+<html lang="ja"><head><meta charset="utf-8"><title>{title} - Wikipedia</title></head>
+<body><header><nav><a href="/wiki/">メインページ</a> | <a href="/wiki/random">おまかせ表示</a> |
+<a href="/wiki/help">ヘルプ</a></nav></header>
+<main><article><h1>{title}</h1>
+{paragraphs}
+</article></main>
+<footer><p>テキストはクリエイティブ・コモンズ 表示-継承ライセンスの下で利用可能です。</p></footer>
+</body></html>
+"""
+
+
+def wikipedia_pages() -> list[tuple[str, bytes]]:
+    """The first WIKI_ARTICLES articles of JaQuAD's contexts, each one minimal HTML page."""
+    articles: dict[str, list[str]] = {}
+    with gzip.open(WIKI, "rt", encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            if row["title"] not in articles and len(articles) == WIKI_ARTICLES:
+                break
+            articles.setdefault(row["title"], []).append(row["text"])
+    pages = []
+    for number, (title, texts) in enumerate(articles.items()):
+        paragraphs = "\n".join(f"<p>{html.escape(p)}</p>" for text in texts
+                               for p in text.split("\n") if p.strip())
+        page = PAGE.format(title=html.escape(title), paragraphs=paragraphs)
+        pages.append((f"http://fakehost/jaquad/{number:03d}", page.encode("utf-8")))
+    return pages
 
 
 def japanese_pages() -> list[tuple[str, bytes]]:
     """(url, UTF-8 HTML) of the Japanese pages, in a fixed order."""
-    pages = []
-    with open(JA / "news_blogs_2021" / "index.tsv", encoding="utf-8") as f:
-        for row in csv.DictReader(f, delimiter="\t"):
-            if row["file"] not in SKIPPED_NEWS:
-                path = JA / "news_blogs_2021" / "html" / row["file"]
-                pages.append((row["url"], gzip.decompress(path.read_bytes())))
+    pages = wikipedia_pages()
     pages.append(("https://www3.nhk.or.jp/news/easy/k10011959621000/k10011959621000.html",
                   gzip.decompress((JA / "trafilatura" / "nhk.or.jp.k100.html.gz").read_bytes())))
     for name in ("hukumusume", "yahoo-4"):  # readability's test pages have no URL: its fakehost
