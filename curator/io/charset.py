@@ -99,7 +99,7 @@ def decode_html(payload: bytes, http_charset: str | None = None) -> Decoded:
 
 
 def _decode(payload: bytes, codec: str, source: str, unknown: bool) -> Decoded:
-    if codec == "utf-8" and _valid_utf8(payload):
+    if codec == "utf-8" and (payload.isascii() or _valid_utf8(payload)):
         return Decoded(payload, codec, source, 0, unknown)
     try:
         return Decoded(payload.decode(codec).encode("utf-8"), codec, source, 0, unknown)
