@@ -36,7 +36,7 @@ executor: {executor}
 stages:
   - {{type: read_jsonl, path: "{inputs}/*.jsonl"}}
   - {{type: length_filter, min_chars: 500}}
-  - {{type: exact_dedup}}
+  - {{type: exact_dedup, buckets: 3}}
   - {{type: write_parquet}}
 """)
     return path

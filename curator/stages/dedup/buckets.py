@@ -13,17 +13,21 @@ import pyarrow.parquet as pq
 
 from curator.commit import temporary_for
 
-#: Shuffle buckets by default: at least this many (parallelism), one per this many bytes of parts
-#: (memory of a bucket task), never more than the parts (files per phase = parts x buckets).
+#: Shuffle buckets by default: one per BUCKET_BYTES of parts (memory of a bucket task), but at
+#: least MIN_BUCKETS (parallelism) once there is SMALL_BUCKET_BYTES of data for each of them; never
+#: more than the parts (files per phase = parts x buckets).
 MIN_BUCKETS = 16
 BUCKET_BYTES = 256 << 20
+SMALL_BUCKET_BYTES = 16 << 20
 
 
 def default_buckets(parts: list[Path]) -> int:
     """Buckets for a shuffle over ``parts``: the number of files a phase writes is parts x
-    buckets, so buckets grow with the data, not with the number of parts."""
+    buckets, so buckets grow with the data, not with the number of parts; a small input gets
+    few buckets, as every bucket is a task of every later phase (a fixed cost each)."""
     size = sum(Path(p).stat().st_size for p in parts)
-    return max(1, min(len(parts), max(MIN_BUCKETS, size // BUCKET_BYTES)))
+    floor = min(MIN_BUCKETS, size // SMALL_BUCKET_BYTES)
+    return max(1, min(len(parts), max(floor, size // BUCKET_BYTES)))
 
 
 def write_table(table: pa.Table, final: Path, pending: list[tuple[Path, Path]],
