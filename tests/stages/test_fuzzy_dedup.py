@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -192,3 +194,21 @@ def test_a_run_killed_in_any_phase_resumes_to_the_same_output(cut, inputs, refer
     assert _outputs(run) == _outputs(reference_run)
     assert _clusters(run) == _clusters(reference_run)
     assert_accounting(run)
+
+
+def test_components_that_do_not_converge_stop_the_run_in_one_line(inputs, tmp_path):
+    folder, _, _ = inputs
+    config = tmp_path / "fuzzy.yaml"
+    config.write_text(f"""
+name: fuzzy
+executor: {{type: local}}
+stages:
+  - {{type: read_jsonl, path: "{folder}/*.jsonl"}}
+  - {{type: fuzzy_dedup, buckets: 3, device: cpu, max_rounds: 1}}
+  - {{type: write_parquet}}
+""")
+    done = subprocess.run([sys.executable, "-m", "curator.cli", "run", str(config), "--output",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert "components did not converge in 1 rounds; raise max_rounds" in done.stderr
+    assert "Traceback" not in done.stderr

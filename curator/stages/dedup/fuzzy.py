@@ -479,8 +479,9 @@ class FuzzyDedup(DatasetStage):
         rnd = 0
         while True:
             if rnd >= self.max_rounds:
-                raise RuntimeError(f"{ctx.stage_name}: components did not converge in "
-                                   f"{self.max_rounds} rounds")
+                raise ValueError(f"{ctx.stage_name}: components did not converge in "
+                                 f"{self.max_rounds} rounds; raise max_rounds (rounds done "
+                                 "are kept: the rerun resumes)")
             result = ctx.run_phase(f"cc-r{rnd:03d}", _cc_round, [
                 _RoundTask(p, rnd, work, nb, self.device) for p in range(nb)], bucket_keys, gpu)
             digests = [r["digest"] for r in result]
