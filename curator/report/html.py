@@ -18,8 +18,10 @@ from curator.report.svg import (
     REMOVED,
     Segment,
     Series,
+    Span,
     bars,
     histogram,
+    lanes,
     legend,
 )
 
@@ -49,7 +51,7 @@ def render_html(stats: dict[str, Any]) -> str:
     name = escape(str(stats.get("name", "")))
     sections = [_summary(stats), _funnel(stages), _reasons(stages), _languages(stages),
                 _lengths(stages), _signals(stages), _dedup(stages), _contamination(stages),
-                _time(stages), _phases(stats)]
+                _time(stages), _workers(stats), _phases(stats)]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>curator: {name}</title><style>{STYLE}</style></head><body>"
             f"<h1>curator run: {name}</h1>{''.join(s for s in sections if s)}</body></html>")
@@ -213,6 +215,25 @@ def _time(stages: list[Stage]) -> str:
     return ("<h2>Time per stage</h2><p class='note'>seconds per stage, summed over shards "
             "(workers run in parallel); dataset stages split into their phases</p>"
             + bars(rows, "timeline"))
+
+
+def _workers(stats: dict[str, Any]) -> str:
+    """The shard tasks this run ran, one lane per worker process, on the run's clock."""
+    tasks = stats.get("timeline") or []
+    if not tasks:
+        return ""
+    lanes_of: dict[int, list[Span]] = {}
+    for segment, start, end, pid in tasks:
+        lanes_of.setdefault(pid, []).append(Span(
+            start, end, PALETTE[segment % len(PALETTE)],
+            f"segment {segment + 1}: {start:.2f} to {end:.2f} s (process {pid})"))
+    rows = [(f"worker {i + 1}", spans) for i, spans in enumerate(lanes_of.values())]
+    segments = sorted({t[0] for t in tasks})
+    return ("<h2>Workers over time</h2><p class='note'>each shard task this run ran, from its "
+            "start to its end, one lane per worker process; gaps are idle workers (cluster "
+            "start, dataset stages between segments, the last tasks)</p>"
+            + legend([(f"segment {s + 1}", PALETTE[s % len(PALETTE)]) for s in segments])
+            + lanes(rows, float(stats.get("seconds") or 0.0), "workers"))
 
 
 def _phases(stats: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""Plot primitives as inline SVG strings: horizontal stacked bars and histograms.
+"""Plot primitives as inline SVG strings: horizontal stacked bars, histograms and lanes of
+spans on a time axis.
 
 Every text that reaches the markup is escaped here; callers pass plain strings."""
 
@@ -22,6 +23,16 @@ class Segment:
     color: str
     title: str
     text: str = ""
+
+
+@dataclass(frozen=True)
+class Span:
+    """One interval on a lane: from ``start`` to ``end`` seconds."""
+
+    start: float
+    end: float
+    color: str
+    title: str
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,30 @@ def histogram(edges: list[float], series: list[Series], label: str, log: bool = 
             f'<text x="{left + width}" y="{height + 14}" font-size="11" '
             f'text-anchor="end">{escape(_num(edges[-1]))}</text>')
     return _svg(label, left + width + 10, height + 20, "".join(parts) + axis)
+
+
+def lanes(rows: list[tuple[str, list[Span]]], total: float, label: str, width: int = 560,
+          label_width: int = 120) -> str:
+    """One lane per row (``<g class="bar">``), each span drawn where it lies on a time axis
+    from 0 to ``total`` seconds."""
+    total = max(total, max([sp.end for _, spans in rows for sp in spans] + [1e-12]))
+    row, parts = 26, []
+    for i, (name, spans) in enumerate(rows):
+        y = 6 + i * row
+        rects = "".join(
+            f'<rect x="{label_width + width * sp.start / total:.1f}" y="{y}" '
+            f'width="{max(width * (sp.end - sp.start) / total, 0.5):.1f}" height="18" '
+            f'fill="{sp.color}"><title>{escape(sp.title)}</title></rect>' for sp in spans)
+        parts.append(f'<g class="bar" data-label="{escape(name)}">'
+                     f'<text x="{label_width - 8}" y="{y + 14}" font-size="12" '
+                     f'text-anchor="end">{escape(_clip(name, int(label_width / 7.6)))}</text>'
+                     f"{rects}</g>")
+    bottom = 10 + len(rows) * row
+    axis = (f'<line x1="{label_width}" y1="{bottom}" x2="{label_width + width}" y2="{bottom}" '
+            f'stroke="#495057"/><text x="{label_width}" y="{bottom + 14}" font-size="11">0 s</text>'
+            f'<text x="{label_width + width}" y="{bottom + 14}" font-size="11" '
+            f'text-anchor="end">{escape(_num(total))} s</text>')
+    return _svg(label, label_width + width + 20, bottom + 20, "".join(parts) + axis)
 
 
 def legend(items: list[tuple[str, str]]) -> str:
