@@ -74,6 +74,8 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_latex.py
 	$(PY) benchmarks/bench_scaling.py  # 1, 2, 4, ... workers up to the cores
 	$(PY) benchmarks/bench_scaling_extract.py  # the extraction segment, same worker counts
+	$(PY) benchmarks/bench_cpu_ceiling.py  # the machine's own ceiling for that segment
+	$(PY) benchmarks/bench_langid_html.py
 	$(PY) benchmarks/bench_mixed_gpu.py  # GPU machines only (skips without CuPy)
 	$(PY) benchmarks/bench_exact_hash.py --mb 100
 	$(PY) benchmarks/bench_dedup_product.py --gb 0.05 --devices cpu --stage fuzzy --workers 2 --part-mb 10
