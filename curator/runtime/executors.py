@@ -23,6 +23,9 @@ log = logging.getLogger("curator")
 #: Times a task is tried again after its worker died before it is reported as ``WorkerDied``
 #: (our local cluster; a cluster we join keeps its own ``distributed.scheduler.allowed-failures``).
 ALLOWED_FAILURES = 1
+#: Dask's statistical profiler (on by default) takes the GIL from the task 100 times a second
+#: for a dashboard page: off in the workers we start (0.9 of 18 CPU-s end to end on 2 cores).
+NO_PROFILER = {"distributed.worker.profile.enabled": False}
 #: Seconds to wait for an existing Dask scheduler before giving up.
 CONNECT_TIMEOUT_S = 5
 
@@ -92,13 +95,14 @@ class LocalExecutor(Executor):
         LOCAL_HANDLERS.clear()
 
 
-def local_cluster(n: int, processes: bool, gpus: int):
+def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None = None):
     """A Dask cluster on this machine.
 
     Threads: one process with ``n`` threads (for pipelines whose stages release the GIL).
     Processes: ``n`` CPU workers on loopback, each with its share of the cores for Arrow's and
     BLAS's pools, plus one worker per GPU that alone advertises the ``GPU`` resource and sees
-    only its own device, so GPU tasks never pile onto one card; CPU workers see no GPU.
+    only its own device, so GPU tasks never pile onto one card; CPU workers see no GPU. They
+    fork from a server that has imported distributed, curator's task runner and ``preload``.
     """
     from multiprocessing import resource_tracker
 
@@ -107,9 +111,10 @@ def local_cluster(n: int, processes: bool, gpus: int):
 
     if not processes:
         log.info("Dask LocalCluster: %d threads in one process (every stage releases the GIL)", n)
-        return LocalCluster(n_workers=1, threads_per_worker=n, processes=False,
-                            dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL,
-                            resources={"GPU": 1} if gpus else None)
+        with dask.config.set(NO_PROFILER):
+            return LocalCluster(n_workers=1, threads_per_worker=n, processes=False,
+                                dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL,
+                                resources={"GPU": 1} if gpus else None)
     share = str(max(1, (os.cpu_count() or 1) // n))
 
     def worker(env: dict[str, str], resources: dict[str, float] | None = None) -> dict:
@@ -132,7 +137,9 @@ def local_cluster(n: int, processes: bool, gpus: int):
     try:
         # Worker processes fork from a server that has imported distributed already: half the
         # start-up of spawning each from a fresh interpreter (2.3 s -> 1.0 s for 8 workers).
-        with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver",
+                              **NO_PROFILER}):
+            _preload_fork_server(preload or [])
             return SpecCluster(
                 scheduler={"cls": Scheduler, "options": {
                     "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0",
@@ -142,13 +149,31 @@ def local_cluster(n: int, processes: bool, gpus: int):
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
+#: Imported by the fork server of local worker processes, besides what distributed preloads.
+WORKER_MODULES = ("curator.runtime.worker_setup", "curator.runtime.shard_task",
+                  "curator.runtime.phases", "pyarrow.parquet")
+
+
+def _preload_fork_server(modules: list[str]) -> None:
+    """Add ``modules`` to what the fork server imports before it forks the first worker (a
+    server already running keeps what it has; imports that fail there are left to the worker)."""
+    from multiprocessing import forkserver
+
+    from distributed.utils import get_mp_context
+
+    ctx = get_mp_context()  # sets distributed's own list first
+    have = list(getattr(forkserver._forkserver, "_preload_modules", None) or [])
+    ctx.set_forkserver_preload([*have, *(m for m in (*WORKER_MODULES, *modules) if m not in have)])
+
+
 class DaskExecutor(Executor):
     """Runs tasks on a Dask cluster: a LocalCluster on loopback, or an existing one."""
 
     name = "dask"
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None,
-                 scheduler_file: str | None = None, processes: bool = True) -> None:
+                 scheduler_file: str | None = None, processes: bool = True,
+                 preload: list[str] | None = None) -> None:
         from distributed import Client
 
         self.cluster = None
@@ -166,7 +191,7 @@ class DaskExecutor(Executor):
             logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         else:
             self.cluster = _start(local_cluster, workers or os.cpu_count() or 1, processes,
-                                  gpu_count())
+                                  gpu_count(), preload or [])
             self.client = Client(self.cluster)
         log.info("%s", self.dashboard())
 
@@ -255,7 +280,8 @@ class RayExecutor(Executor):
 
 
 def make_executor(kind: str, workers: int | None = None, scheduler: str | None = None,
-                  scheduler_file: str | None = None, processes: bool = True) -> Executor:
+                  scheduler_file: str | None = None, processes: bool = True,
+                  preload: list[str] | None = None) -> Executor:
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1; got {workers}")
     if kind == "local":
@@ -263,7 +289,7 @@ def make_executor(kind: str, workers: int | None = None, scheduler: str | None =
     if kind == "ray":
         return RayExecutor(workers, scheduler)
     if kind == "dask":
-        return DaskExecutor(workers, scheduler, scheduler_file, processes)
+        return DaskExecutor(workers, scheduler, scheduler_file, processes, preload)
     raise ValueError(f"unknown executor {kind!r}; expected local, dask or ray")
 
 
@@ -287,13 +313,15 @@ def _start(factory: Callable[..., Any], *args: Any) -> Any:
 
 class ExecutorPool:
     """The executors of one run, one per worker kind, started on first use: segments whose
-    stages all release the GIL run on threads of one process, the others on worker processes
-    (``processes`` set: every segment on that kind). A joined cluster serves every segment."""
+    stages all release the GIL run on threads of one process until worker processes have been
+    started (then on those), the others on worker processes (``processes`` set: every segment
+    on that kind). A joined cluster serves every segment."""
 
     def __init__(self, kind: str, workers: int | None, scheduler: str | None,
                  scheduler_file: str | None, processes: bool | None,
-                 imports: list[str] | None = None) -> None:
+                 imports: list[str] | None = None, preload: list[str] | None = None) -> None:
         self.kind, self.workers, self.processes = kind, workers, processes
+        self.preload = preload or []
         self.scheduler, self.scheduler_file = scheduler, scheduler_file
         self.imports = imports or []
         self._started: dict[bool, Executor] = {}
@@ -302,12 +330,16 @@ class ExecutorPool:
     def get(self, holds_gil: bool) -> Executor:
         """The executor for work that holds (or releases) the GIL."""
         shared = self.kind != "dask" or self.scheduler or self.scheduler_file
-        processes = True if shared else (self.processes if self.processes is not None
-                                         else holds_gil)
+        if shared:
+            processes = True
+        elif self.processes is not None:
+            processes = self.processes
+        else:  # worker processes, once started, serve the segments that release the GIL too
+            processes = holds_gil or True in self._started
         if processes not in self._started:
             clock = time.perf_counter()
             executor = make_executor(self.kind, self.workers, self.scheduler,
-                                     self.scheduler_file, processes)
+                                     self.scheduler_file, processes, self.preload)
             if self.imports and isinstance(executor, DaskExecutor):
                 from curator.runtime.worker_imports import import_on_cluster
 

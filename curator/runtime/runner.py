@@ -72,9 +72,10 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
     extras: dict[str, dict[str, Any]] = {}
     ran: set[int] = set()  # indices of the shards some task of this run worked on
     imports = load_imports(pipeline.imports)
+    preload = sorted({m for _, stage in pipeline.named_stages() for m in stage.preload()})
     with ExecutorPool(executor or config.type, config.workers if workers is None else workers,
                       scheduler or config.scheduler, scheduler_file or config.scheduler_file,
-                      config.processes, imports) as pool:
+                      config.processes, imports, preload) as pool:
         gpus = pool.offers("GPU")
         for segment in plan.segments:
             segment = Segment(segment.index, segment.kind,

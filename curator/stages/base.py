@@ -62,6 +62,13 @@ class Stage(BaseModel):
         """The modules this stage needs as configured -> the extra to install (``requires``)."""
         return dict(self.requires)
 
+    def preload(self) -> tuple[str, ...]:
+        """Heavy modules this stage's tasks import, worth importing once in the local cluster's
+        fork server: every worker process forked from it then starts with them (curator's own
+        modules only: a plugin's import side effects stay in the workers)."""
+        module = type(self).__module__
+        return (module,) if module.startswith("curator.") else ()
+
     def for_cluster(self, gpus: bool) -> Stage:
         """This stage with its placement resolved for a cluster that has (or lacks) GPU workers."""
         return self

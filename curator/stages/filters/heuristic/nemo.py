@@ -233,4 +233,5 @@ FAMILY = Family(
         Rule("max_bullet_ratio", "bullet_ratio", "max", 0.9, "lines starting with a bullet"),
     ),
     compute=compute,
+    numba=True,
 )
