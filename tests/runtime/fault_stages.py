@@ -56,3 +56,24 @@ class Broken(BatchStage):
         with Path(self.calls).open("ab") as f:
             f.write(b".")
         raise ValueError("this stage is broken")
+
+
+#: Set by a test in its own process: a sandbox child forked from it sees the new value, a fresh
+#: interpreter the default.
+MARK = "imported"
+
+
+class Marked(BatchStage):
+    """Adds the ``MARK`` its process sees; with ``hang_if_forked``, its setup never returns in
+    a process that inherited ``MARK`` from a test that set it."""
+
+    type = "test_marked"
+
+    hang_if_forked: bool = False
+
+    def setup(self) -> None:
+        if self.hang_if_forked and MARK != "imported":
+            time.sleep(10**6)
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        return BatchResult(kept=batch.append_column("mark", pa.array([MARK] * len(batch))))

@@ -10,6 +10,7 @@ import textwrap
 
 from curator.runtime.executors import DaskExecutor, ExecutorPool
 from curator.stages.dedup.fuzzy import FuzzyDedup
+from curator.stages.extract.html import ExtractHtml
 from curator.stages.filters.heuristic import HeuristicFilter
 
 NUMBA = "curator.kernels.numba_ready"
@@ -20,6 +21,8 @@ def test_stages_name_numba_only_when_their_work_uses_it():
     assert NUMBA not in HeuristicFilter(presets=["c4", "fineweb"]).preload()
     assert NUMBA in FuzzyDedup().preload()
     assert "curator.stages.filters.heuristic" in HeuristicFilter(presets=["c4"]).preload()
+    assert "trafilatura" in ExtractHtml(extractor="trafilatura").preload()
+    assert "trafilatura" not in ExtractHtml(extractor="resiliparse").preload()
 
 
 def test_worker_processes_fork_with_the_preloaded_modules():
