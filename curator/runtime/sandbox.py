@@ -82,13 +82,18 @@ class _Lost:
     error: str
 
 
+def forks(stage: BatchStage) -> bool:
+    """Whether the sandbox of ``stage`` starts by forking the worker (Linux, no GPU)."""
+    return sys.platform == "linux" and not stage.resources().get("GPU")
+
+
 class Sandbox:
     """A child process running ``stage``; restarted whenever it dies or is killed."""
 
     def __init__(self, stage: BatchStage, name: str) -> None:
         self.name, self.timeout, self.stage = name, stage.timeout_s, stage
         self.payload = cloudpickle.dumps(stage)
-        self.fork = sys.platform == "linux" and not stage.resources().get("GPU")
+        self.fork = forks(stage)
         self.proc: subprocess.Popen | _Forked | None = None
         self.conn: Connection | None = None
         self._file = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the sandbox)

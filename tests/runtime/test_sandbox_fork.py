@@ -51,5 +51,5 @@ def test_gpu_stages_never_fork():
         def resources(self) -> dict[str, float]:
             return {"GPU": 1}
 
-    assert not Sandbox(GpuMarked(), "gpu").fork
-    assert Sandbox(Marked(), "cpu").fork
+    assert not sandbox.forks(GpuMarked())
+    assert sandbox.forks(Marked())
