@@ -1,6 +1,6 @@
 """Local worker processes start ready: modules the pipeline's stages need are imported once in
-the fork server, Dask's profiler is off, and worker processes already started also run the
-segments that release the GIL (no second cluster)."""
+the fork server, Dask's profiler is off and its monitors tick slower, and worker processes
+already started also run the segments that release the GIL (no second cluster)."""
 
 from __future__ import annotations
 
@@ -34,14 +34,15 @@ def test_worker_processes_fork_with_the_preloaded_modules():
         def probe():
             import dask
             return ({NUMBA!r} in sys.modules, "curator.runtime.shard_task" in sys.modules,
-                    dask.config.get("distributed.worker.profile.enabled"))
+                    dask.config.get("distributed.worker.profile.enabled"),
+                    dask.config.get("distributed.admin.tick.interval"))
         print(list(ex.client.run(probe).values()))
         ex.close()
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "[(True, True, False)]"
+    assert out.stdout.strip().splitlines()[-1] == "[(True, True, False, '1s')]"
 
 
 def test_segments_that_release_the_gil_reuse_started_worker_processes():
