@@ -10,7 +10,7 @@
    cluster map (near-duplicate → original) is written beside the parts. Sentences come from
    ``--corpus DIR`` (a ``pool.json.gz`` written by ``--save-pool``, or the layout of
    /work/shared/corpus), else /work/shared/corpus.
-2. For each device runs the real CLI, ``python -m curator.cli run`` (the stage's ``device`` set;
+2. For each device runs the real CLI, ``python -m curator run`` (the stage's ``device`` set;
    the CPU run hides the GPUs, so its local cluster has ``--workers`` CPU workers only; the GPU
    run's cluster adds one GPU worker per device), and records its wall time, the stage's seconds
    and per-phase times from stats.json, and the peak RSS of every process of the run's tree
@@ -260,7 +260,7 @@ def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU worker in the CPU run's cluster
-    cmd = [sys.executable, "-m", "curator.cli", "run", str(config)]
+    cmd = [sys.executable, "-m", "curator", "run", str(config)]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

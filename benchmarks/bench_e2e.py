@@ -395,7 +395,7 @@ def main() -> None:
     n_in = len(urls)
     config = root / "curator.yaml"
     config.write_text(curator_yaml(pattern, tokenizer, args.workers))
-    cur_cmd = [sys.executable, "-m", "curator.cli", "run", str(config), "--output",
+    cur_cmd = [sys.executable, "-m", "curator", "run", str(config), "--output",
                str(root / "curator")]
     dt_cmd = [sys.executable, __file__, "--dir", str(root), "--workers", str(args.workers),
               "--datatrove-only", pattern, str(tokenizer)]
@@ -433,7 +433,7 @@ def variant(root: Path, name: str, yaml: str, env: dict):
     config = root / f"curator-{name}.yaml"
     config.write_text(yaml)
     shutil.rmtree(root / f"curator-{name}", ignore_errors=True)
-    done = measure([sys.executable, "-m", "curator.cli", "run", str(config), "--output",
+    done = measure([sys.executable, "-m", "curator", "run", str(config), "--output",
                     str(root / f"curator-{name}")], env=env)
     if done.returncode:
         raise SystemExit(f"curate run ({name}) failed:\n{done.output[-3000:]}")

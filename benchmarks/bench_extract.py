@@ -263,7 +263,7 @@ stages:
     out = work / f"segment-{workers}-run"
     shutil.rmtree(out, ignore_errors=True)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "curator.cli", "run", str(config), "--output", str(out)],
+    subprocess.run([sys.executable, "-m", "curator", "run", str(config), "--output", str(out)],
                    cwd=ROOT, check=True, capture_output=True)
     return time.perf_counter() - started
 

@@ -115,7 +115,7 @@ def curator_cmd(inputs: list[Path], out: Path, workers: int) -> list[str]:
         "name": "bench-io", "executor": {"type": "dask", "workers": workers},
         "stages": [{"type": "read_jsonl", "path": [str(p) for p in inputs]},
                    {"type": "write_parquet"}]}))
-    return [sys.executable, "-m", "curator.cli", "run", str(config), "--output", str(out),
+    return [sys.executable, "-m", "curator", "run", str(config), "--output", str(out),
             "--force"]
 
 

@@ -94,7 +94,7 @@ def build(folder: Path, megabytes: int, shards: int, near_rate: float, seed: int
 
 def run(config: Path, output: Path, workers: int) -> tuple[float, dict]:
     """One ``curate run`` on cores 0..workers-1; wall seconds and stats.json."""
-    cmd = [sys.executable, "-m", "curator.cli", "run", str(config), "--workers", str(workers),
+    cmd = [sys.executable, "-m", "curator", "run", str(config), "--workers", str(workers),
            "--output", str(output)]
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", f"0-{workers - 1}", *cmd]

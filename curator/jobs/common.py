@@ -224,7 +224,7 @@ LAUNCH_PID=$!
 
 "${RUN_IN[@]}" "$PYTHON" -m curator.jobs.ready "$SCHEDULER_FILE" "$READY_DIR" "$NHOSTS" || exit 1
 
-"${RUN_IN[@]}" "$PYTHON" -m curator.cli run "$CONFIG" --output "$RUN_DIR" --executor dask \
+"${RUN_IN[@]}" "$PYTHON" -m curator run "$CONFIG" --output "$RUN_DIR" --executor dask \
   --scheduler-file "$SCHEDULER_FILE" "${CURATE_SETS[@]}" &
 CURATE_PID=$!
 wait "$CURATE_PID"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from curator.runtime.errors import ExecutorError
+from curator.runtime.fork_server import start_fork_server
 from curator.runtime.main_guard import MAIN_GUARD_HINT, main_is_a_script
 from curator.runtime.progress import LOCAL_HANDLERS
 
@@ -130,7 +131,7 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
     resource_tracker.ensure_running()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        _start_fork_server(preload or [])  # it imports while this process imports distributed
+        start_fork_server(preload or [])  # it imports while this process imports distributed
         from distributed import Nanny, Scheduler, SpecCluster
 
         share = str(max(1, (os.cpu_count() or 1) // n))
@@ -154,25 +155,6 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
                 workers=specs, silence_logs=logging.CRITICAL)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-
-#: What the fork server of local worker processes imports (distributed's own list, then ours),
-#: before the stages' modules.
-WORKER_MODULES = ("distributed", "dask", "msgpack", "cloudpickle", "tornado", "toolz", "numpy",
-                  "curator.runtime.worker_setup", "curator.runtime.shard_task",
-                  "curator.runtime.phases", "pyarrow.parquet")
-
-
-def _start_fork_server(modules: list[str]) -> None:
-    """Start the server that local worker processes fork from (half the start-up of a fresh
-    interpreter each: 2.3 s -> 1.0 s for 8 workers, before any preload). It imports
-    ``WORKER_MODULES`` and ``modules`` in the background, once for every worker; a server already
-    running (an earlier run in this process) keeps what it has."""
-    from multiprocessing import forkserver, get_context
-
-    get_context("forkserver").set_forkserver_preload(
-        list(dict.fromkeys((*WORKER_MODULES, *modules))))
-    forkserver.ensure_running()
 
 
 class DaskExecutor(Executor):

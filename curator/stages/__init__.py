@@ -28,3 +28,21 @@ BUILTIN: dict[str, str] = {
     "extract_latex": "curator.stages.extract.latex",
     "wikipedia": "curator.stages.sources.wikipedia",
 }
+
+#: Modules a built-in stage's tasks import besides its own module, imported once by the fork
+#: server that local worker processes fork from (``Stage.preload``). numba_ready: the stage runs
+#: numba kernels (heuristic_filter: gopher_repetition and nemo).
+PRELOAD: dict[str, tuple[str, ...]] = {
+    "langid": ("fasttext",),
+    "langid_html": ("fasttext", "resiliparse.extract.html2text"),
+    "extract_html": ("trafilatura",),  # the default extractor
+    "heuristic_filter": ("curator.kernels.numba_ready",),
+    "exact_dedup": ("curator.kernels.numba_ready",),
+    "fuzzy_dedup": ("curator.kernels.numba_ready",),
+    "decontaminate": ("curator.kernels.numba_ready",),
+}
+
+#: Built-in stages whose work releases the GIL (``Stage.holds_gil`` False): a pipeline of only
+#: these runs on threads, with no worker processes to start.
+RELEASE_GIL = frozenset({"read_jsonl", "read_parquet", "write_parquet", "length_filter",
+                         "fuzzy_dedup"})

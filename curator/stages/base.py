@@ -66,8 +66,10 @@ class Stage(BaseModel):
         """Heavy modules this stage's tasks import, worth importing once in the local cluster's
         fork server: every worker process forked from it then starts with them (curator's own
         modules only: a plugin's import side effects stay in the workers)."""
+        from curator.stages import PRELOAD
+
         module = type(self).__module__
-        return (module,) if module.startswith("curator.") else ()
+        return (module, *PRELOAD.get(self.type, ())) if module.startswith("curator.") else ()
 
     def for_cluster(self, gpus: bool) -> Stage:
         """This stage with its placement resolved for a cluster that has (or lacks) GPU workers."""

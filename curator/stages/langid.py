@@ -180,9 +180,6 @@ class LangId(Filter):
     def requirements(self) -> dict[str, str]:
         return model_requirements(self.requires, self.model)
 
-    def preload(self) -> tuple[str, ...]:
-        return (*super().preload(), "fasttext")
-
     def setup(self) -> None:
         import fasttext
 

@@ -54,9 +54,6 @@ class LangIdHtml(Filter):
     def requirements(self) -> dict[str, str]:
         return model_requirements(self.requires, self.model)
 
-    def preload(self) -> tuple[str, ...]:
-        return (*super().preload(), "fasttext", "resiliparse.extract.html2text")
-
     def setup(self) -> None:
         from resiliparse.extract.html2text import extract_plain_text
 

@@ -4,11 +4,16 @@ already started also run the segments that release the GIL (no second cluster)."
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from curator.runtime.executors import DaskExecutor, ExecutorPool
+from curator.stages import BUILTIN, PRELOAD, RELEASE_GIL
+from curator.stages.base import stage_class
 from curator.stages.dedup.fuzzy import FuzzyDedup
 from curator.stages.extract.html import ExtractHtml
 from curator.stages.filters.heuristic import HeuristicFilter
@@ -16,13 +21,19 @@ from curator.stages.filters.heuristic import HeuristicFilter
 NUMBA = "curator.kernels.numba_ready"
 
 
-def test_stages_name_numba_only_when_their_work_uses_it():
-    assert NUMBA in HeuristicFilter(presets=["gopher_repetition"]).preload()
-    assert NUMBA not in HeuristicFilter(presets=["c4", "fineweb"]).preload()
+def test_stages_preload_their_module_and_the_libraries_their_tasks_import():
+    assert HeuristicFilter().preload() == ("curator.stages.filters.heuristic", NUMBA)
     assert NUMBA in FuzzyDedup().preload()
-    assert "curator.stages.filters.heuristic" in HeuristicFilter(presets=["c4"]).preload()
-    assert "trafilatura" in ExtractHtml(extractor="trafilatura").preload()
-    assert "trafilatura" not in ExtractHtml(extractor="resiliparse").preload()
+    assert "trafilatura" in ExtractHtml().preload()
+
+
+@pytest.mark.parametrize("stage_type", sorted(BUILTIN))
+def test_the_static_tables_agree_with_the_stage_classes(stage_type):
+    """curator.launch decides from these tables before any stage class is imported."""
+    cls = stage_class(stage_type)
+    assert (stage_type in RELEASE_GIL) == (not cls.holds_gil)
+    for module in PRELOAD.get(stage_type, ()):
+        importlib.import_module(module)  # what the fork server will import
 
 
 def test_worker_processes_fork_with_the_preloaded_modules():
@@ -53,3 +64,44 @@ def test_segments_that_release_the_gil_reuse_started_worker_processes():
         threads = pool.get(holds_gil=False)
         assert isinstance(threads, DaskExecutor)
         assert pool.get(holds_gil=True) is not threads  # processes are started for GIL work
+
+
+def _early(tmp_path, yaml_text: str, *options: str) -> str:
+    """What ``curator.launch.start_early`` does for ``curate run CONFIG OPTIONS`` in a fresh
+    interpreter: whether it started the fork server, and the server's import list."""
+    config = tmp_path / "p.yaml"
+    config.write_text(yaml_text)
+    script = textwrap.dedent("""
+        import sys
+        from multiprocessing import forkserver
+        from curator.launch import start_early
+        started = start_early(sys.argv[1:])
+        print(started, forkserver._forkserver._forkserver_pid is not None,
+              " ".join(forkserver._forkserver._preload_modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", script, "run", str(config), *options],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+EXTRACT = "stages:\n  - {type: read_warc, path: x}\n  - {type: extract_html}\n"
+
+
+def test_curate_run_starts_the_fork_server_before_the_cli_loads(tmp_path):
+    started, running, modules = _early(tmp_path, EXTRACT).split(" ", 2)
+    assert (started, running) == ("True", "True")
+    assert {"curator.stages.extract.html", "trafilatura", "curator.runtime.shard_task"} <= \
+        set(modules.split())
+
+
+@pytest.mark.parametrize(("yaml_text", "options"), [
+    ("stages:\n  - {type: read_jsonl, path: x}\n  - {type: write_parquet}\n", ()),  # threads
+    (EXTRACT, ("--scheduler", "tcp://127.0.0.1:1")),  # joins a cluster
+    (EXTRACT, ("--set", "executor.type=ray")),
+    ("executor: {type: local}\n" + EXTRACT, ()),
+    ("stages: [unclosed\n", ()),  # the CLI reports it
+])
+def test_no_fork_server_where_the_run_has_no_local_worker_processes(tmp_path, yaml_text,
+                                                                    options):
+    assert _early(tmp_path, yaml_text, *options).startswith("False False")

@@ -53,9 +53,6 @@ class Decontaminate(DatasetStage):
     separator: str = Field("\n\n", description="Joins the fragments of a cut document.")
     examples: int = Field(3, ge=0, description="Examples per task in stats.json.")
 
-    def preload(self) -> tuple[str, ...]:
-        return (*super().preload(), "curator.kernels.numba_ready")
-
     @model_validator(mode="after")
     def _consistent(self) -> Decontaminate:
         names = [t.name for t in self.tasks]

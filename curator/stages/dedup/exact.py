@@ -176,9 +176,6 @@ class ExactDedup(DatasetStage):
         "auto", description="Where the hash phase runs. auto: gpu when the cluster has GPU "
         "workers, CuPy is installed and the algorithm is xxh3_128.")
 
-    def preload(self) -> tuple[str, ...]:
-        return (*super().preload(), "curator.kernels.numba_ready")
-
     @model_validator(mode="after")
     def _gpu_needs_bulk_hash(self) -> ExactDedup:
         if self.device == "gpu" and self.algorithm != "xxh3_128":

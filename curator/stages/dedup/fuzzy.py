@@ -443,9 +443,6 @@ class FuzzyDedup(DatasetStage):
                                 "one per 256 MB of parts, at most one per part.")
     max_rounds: int = Field(64, gt=0, description="Component rounds before giving up.")
 
-    def preload(self) -> tuple[str, ...]:
-        return (*super().preload(), "curator.kernels.numba_ready")
-
     def resources(self) -> dict[str, float]:
         return {"GPU": 1} if self.device == "gpu" else {}
 

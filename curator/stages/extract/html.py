@@ -28,9 +28,6 @@ TITLE_SCAN = 64 << 10
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title\s*>", re.I | re.S)
 _SPACES = re.compile(r"\s+")
 # ISO 639-1 -> jusText stoplist name (the languages of its stoplists that have a 639-1 code).
-#: The library behind each extractor (imported by the stage's setup).
-_MODULES = {"trafilatura": "trafilatura", "resiliparse": "resiliparse.extract.html2text",
-            "justext": "justext"}
 _JUSTEXT_LISTS = dict(pair.split(":") for pair in (  # noqa: SIM905
     "af:Afrikaans sq:Albanian ar:Arabic an:Aragonese hy:Armenian az:Azerbaijani eu:Basque "
     "be:Belarusian bn:Bengali bs:Bosnian br:Breton bg:Bulgarian ca:Catalan cv:Chuvash "
@@ -84,9 +81,6 @@ class ExtractHtml(BatchStage):
 
     def _extractors(self) -> list[str]:
         return [self.extractor] if isinstance(self.extractor, str) else list(self.extractor)
-
-    def preload(self) -> tuple[str, ...]:
-        return (*super().preload(), *(_MODULES[name] for name in self._extractors()))
 
     def setup(self) -> None:
         self._functions = [getattr(self, f"_{name}") for name in self._extractors()]

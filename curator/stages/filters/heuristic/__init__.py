@@ -79,10 +79,6 @@ class HeuristicFilter(Filter):
                                  f"known: {sorted(PRESETS[preset].defaults())}")
         return self
 
-    def preload(self) -> tuple[str, ...]:
-        jit = any(PRESETS[p].numba for p in self.presets)
-        return (*super().preload(), *(("curator.kernels.numba_ready",) if jit else ()))
-
     def params(self, family: Family) -> dict[str, float | None]:
         values = family.defaults()
         for key, value in self.overrides.items():

@@ -142,5 +142,4 @@ FAMILY = Family(
         *(Rule(f"max_dup_{n}_gram", f"dup_{n}_gram", "max", t) for n, t in GOPHER_DUP.items()),
     ),
     compute=compute,
-    numba=True,
 )

@@ -233,5 +233,4 @@ FAMILY = Family(
         Rule("max_bullet_ratio", "bullet_ratio", "max", 0.9, "lines starting with a bullet"),
     ),
     compute=compute,
-    numba=True,
 )

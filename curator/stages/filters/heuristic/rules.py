@@ -41,7 +41,6 @@ class Family:
     compute: Callable[[list[str], dict[str, float | None]], dict[str, np.ndarray]]
     source: str = ""
     params: dict[str, float | None] = field(default_factory=dict)  # non-rule knobs
-    numba: bool = False  # compute runs numba kernels
 
     def defaults(self) -> dict[str, float | None]:
         return {**self.params, **{r.name: r.default for r in self.rules}}
