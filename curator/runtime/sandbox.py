@@ -247,6 +247,11 @@ class Sandbox:
             self.proc.wait()
         self._forget()
 
+    def release(self) -> None:
+        """Stop the child and free the shared slots: the sandbox is not used again."""
+        self.close()
+        self._file.close()
+
 
 def _assemble(batch: pa.Table, pieces: list[tuple[int, BatchResult]]) -> BatchResult:
     """One result from the pieces, in row order."""
@@ -270,7 +275,7 @@ def sandbox_for(stage: BatchStage, name: str) -> Iterator[Sandbox]:
     try:
         yield box
     except BaseException:
-        box.close()  # it may be half-way through a batch nobody will read
+        box.release()  # it may be half-way through a batch nobody will read
         raise
     with _POOL_LOCK:
         _POOL[key].append(box)
@@ -280,7 +285,7 @@ def sandbox_for(stage: BatchStage, name: str) -> Iterator[Sandbox]:
 def _close_all() -> None:
     for boxes in _POOL.values():
         for box in boxes:
-            box.close()
+            box.release()
 
 
 # ---------------------------------------------------------------------------- the child

@@ -29,7 +29,7 @@ def test_a_child_forks_from_the_worker_with_its_state(marked):
         assert result.kept.column("mark").to_pylist() == ["set-by-the-test"] * 3
         assert result.kept.column("id").to_pylist() == ["d0", "d1", "d2"]
     finally:
-        box.close()
+        box.release()
 
 
 def test_a_forked_child_that_never_gets_ready_is_replaced_by_a_fresh_interpreter(
@@ -41,7 +41,7 @@ def test_a_forked_child_that_never_gets_ready_is_replaced_by_a_fresh_interpreter
         assert not box.fork
         assert result.kept.column("mark").to_pylist() == ["imported"] * 3  # re-imported
     finally:
-        box.close()
+        box.release()
 
 
 def test_gpu_stages_never_fork():
