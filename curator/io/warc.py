@@ -41,6 +41,7 @@ EXCERPT = 2048
 RESYNC_WINDOW = 1 << 20
 #: A payload with more NUL bytes than this fraction, or more replaced bytes, is not text.
 BINARY_FRACTION = 0.01
+NUL_SNIFF = 1 << 16  # NULs are looked for in a page's first 64 KB: binary bodies show them at once
 REPLACED_FRACTION = 0.2
 COLUMNS = ("id", "text", "date", "url", "warc_file", "warc_record_id")
 
@@ -175,11 +176,12 @@ class _RecordReader:
         if not record_id:
             batch.failed.append(self.failure("bad_record", "no WARC-Record-ID", offset))
             return
-        if not payload.strip():
+        if not payload or payload.isspace():  # (strip() would copy most pages whole)
             batch.failed.append(self.failure("empty", "the response has no payload", offset,
                                              record_id))
             return
-        if b"\0" in payload and payload.count(0) > BINARY_FRACTION * len(payload):
+        if (payload.find(b"\0", 0, NUL_SNIFF) >= 0
+                and payload.count(0) > BINARY_FRACTION * len(payload)):
             batch.failed.append(self.failure("binary_content", "NUL bytes in a page labelled "
                                              "HTML", offset, record_id, payload[:256]))
             return
