@@ -79,6 +79,7 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_mixed_gpu.py  # GPU machines only (skips without CuPy)
 	$(PY) benchmarks/bench_exact_hash.py --mb 100
 	$(PY) benchmarks/bench_dedup_product.py --gb 0.05 --devices cpu --stage fuzzy --workers 2 --part-mb 10
+	$(PY) benchmarks/bench_dedup_memory.py --gb 0.12 --factor 4 --devices cpu --workers 2
 	$(PY) benchmarks/bench_extract.py
 	$(PY) benchmarks/bench_e2e.py --copies 1 --dir bench-data/e2e-unique --out benchmarks/results_e2e_unique.md  # whole chain vs DataTrove, each page once (the README's figure)
 	$(PY) benchmarks/bench_e2e.py  # the same pages five times over

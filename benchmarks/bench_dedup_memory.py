@@ -1,0 +1,124 @@
+"""Peak memory of dedup through the product path as the corpus grows: `curate run` read_parquet →
+fuzzy_dedup (or exact_dedup) → write_parquet on a corpus of ``--gb`` and of ``--factor`` times
+that, per device; the peak RSS of every process of the run (driver, workers, ...) at each size,
+and the ratio. Flat means every ratio within 1.10.
+
+    python benchmarks/bench_dedup_memory.py --gb 0.12 --factor 4 --devices cpu --workers 2
+
+The corpora are bench_dedup_product's (mostly unique recombined English and Japanese sentences,
+planted near-duplicates); peaks are sampled every 0.1 s over the run's process tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_dedup_product import SHARED, Peaks, _sample, make_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 1.10
+
+
+def run(stage: str, shingle: str, device: str, parts: Path, work: Path, workers: int) -> dict:
+    out = work / f"run-{parts.name}-{device}"
+    shutil.rmtree(out, ignore_errors=True)
+    config = work / f"{parts.name}-{device}.yaml"
+    dedup = f"{{type: {stage}_dedup, device: {device}" + (
+        f", shingle: {shingle}}}" if stage == "fuzzy" else "}")
+    config.write_text("\n".join([
+        f"name: bench-memory-{device}", f"output: {out}",
+        f"executor: {{type: dask, workers: {workers}}}", "stages:",
+        f"  - {{type: read_parquet, path: \"{parts}/part-*.parquet\"}}",
+        f"  - {dedup}", "  - {type: write_parquet}"]) + "\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    proc = subprocess.Popen([sys.executable, "-m", "curator", "run", str(config)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peaks, stop = Peaks(), threading.Event()
+    sampler = threading.Thread(target=_sample, args=(psutil.Process(proc.pid), peaks, stop, 0.1),
+                               daemon=True)
+    started = time.perf_counter()
+    sampler.start()
+    output, _ = proc.communicate()
+    wall = time.perf_counter() - started
+    stop.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"curate run failed, exit {proc.returncode}:\n{output[-3000:]}")
+    roles: dict[str, float] = {}
+    for role, mb in peaks.per_process.values():
+        roles[role] = max(roles.get(role, 0.0), mb)
+    stats = json.loads((out / "stats.json").read_text())
+    entry = next(s for s in stats["stages"] if s["type"] == f"{stage}_dedup")
+    return {"wall": wall, "roles": roles, "tree": peaks.tree, "in": entry["in"],
+            "kept": entry["kept"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gb", type=float, default=0.12, help="GB of text of the smaller corpus")
+    ap.add_argument("--factor", type=int, default=4)
+    ap.add_argument("--devices", nargs="+", default=["cpu"], choices=["cpu", "gpu"])
+    ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")
+    ap.add_argument("--shingle", choices=["char", "word"], default="word")
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--part-mb", type=float, default=150.0)
+    ap.add_argument("--corpus", type=Path, default=SHARED)
+    ap.add_argument("--work", type=Path, default=ROOT / "bench-data" / "dedup-memory")
+    ap.add_argument("--results", type=Path,
+                    default=ROOT / "benchmarks" / "results_dedup_memory.md")
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    sizes = [args.gb, args.gb * args.factor]
+    made, runs = {}, {}
+    for gb in sizes:
+        parts = args.work / f"corpus-{gb:g}gb"
+        made[gb] = make_corpus(parts, gb, args.part_mb, 1, args.corpus, os.cpu_count() or 1)
+        for device in args.devices:
+            runs[gb, device] = run(args.stage, args.shingle, device, parts, args.work,
+                                   args.workers)
+            print(f"{gb:g} GB {device}: {runs[gb, device]}", flush=True)
+    command = "python benchmarks/bench_dedup_memory.py " + " ".join(sys.argv[1:])
+    lines = [f"# Peak memory of {args.stage}_dedup through `curate run` as the corpus grows", "",
+             f"Command: `{command}`; {os.cpu_count()} cores, {args.workers} workers, "
+             f"{args.stage} dedup" + (f" ({args.shingle} shingles)" if args.stage == "fuzzy"
+                                      else "") + ".", "",
+             "| device | corpus GB | documents | whole run s | driver MiB | largest worker MiB | "
+             "largest process MiB | tree sum MiB |", "|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for device in args.devices:
+        for gb in sizes:
+            r = runs[gb, device]
+            roles = r["roles"]
+            lines.append(f"| {device} | {made[gb]['bytes'] / 1e9:.3f} | {r['in']:,} | "
+                         f"{r['wall']:.1f} | {roles.get('driver', 0):.0f} | "
+                         f"{roles.get('worker', 0):.0f} | {max(roles.values()):.0f} | "
+                         f"{r['tree']:.0f} |")
+        small, big = runs[sizes[0], device], runs[sizes[1], device]
+        ratios = {role: big["roles"].get(role, 0) / max(mb, 1e-9)
+                  for role, mb in small["roles"].items() if role in ("driver", "worker")}
+        ratios["tree"] = big["tree"] / max(small["tree"], 1e-9)
+        flat = all(v <= LIMIT for v in ratios.values())
+        verdicts.append(f"* {device}: {args.factor}x the text → " + ", ".join(
+            f"{role} {v:.2f}x" for role, v in ratios.items()) +
+            f": **{'flat' if flat else 'not flat'}** (limit {LIMIT:.2f}x).")
+    lines += ["", *verdicts, "", "Peak RSS sampled every 0.1 s over the run's process tree; "
+              "`worker` is the largest worker process (and the fork server they come from)."]
+    args.results.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
