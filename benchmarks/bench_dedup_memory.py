@@ -15,16 +15,11 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-import psutil
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dedup_product import SHARED, Peaks, _sample, make_corpus
+from bench_dedup_product import SHARED, curate_run_sampled, make_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 1.10
@@ -44,19 +39,7 @@ def run(stage: str, shingle: str, device: str, parts: Path, work: Path, workers:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
-    proc = subprocess.Popen([sys.executable, "-m", "curator", "run", str(config)], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    peaks, stop = Peaks(), threading.Event()
-    sampler = threading.Thread(target=_sample, args=(psutil.Process(proc.pid), peaks, stop, 0.1),
-                               daemon=True)
-    started = time.perf_counter()
-    sampler.start()
-    output, _ = proc.communicate()
-    wall = time.perf_counter() - started
-    stop.set()
-    sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"curate run failed, exit {proc.returncode}:\n{output[-3000:]}")
+    wall, peaks = curate_run_sampled(config, env)
     roles: dict[str, float] = {}
     for role, mb in peaks.per_process.values():
         roles[role] = max(roles.get(role, 0.0), mb)

@@ -242,6 +242,25 @@ def _sample(root: psutil.Process, peaks: Peaks, stop: threading.Event, interval:
         stop.wait(interval)
 
 
+def curate_run_sampled(config: Path, env: dict[str, str]) -> tuple[float, Peaks]:
+    """``curate run CONFIG``: its wall seconds and the peak RSS of its process tree (sampled
+    every 0.1 s); a failed run stops the benchmark with its output."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "curator", "run", str(config)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peaks, stop = Peaks(), threading.Event()
+    sampler = threading.Thread(target=_sample, args=(psutil.Process(proc.pid), peaks, stop, 0.1),
+                               daemon=True)
+    sampler.start()
+    output, _ = proc.communicate()
+    wall = time.perf_counter() - started
+    stop.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"curate run {config} failed, exit {proc.returncode}:\n{output[-3000:]}")
+    return wall, peaks
+
+
 def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
                    workers: int) -> None:
     lines = [f"name: bench-{stage}-{device}", f"output: {out}",
@@ -260,20 +279,7 @@ def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU worker in the CPU run's cluster
-    cmd = [sys.executable, "-m", "curator", "run", str(config)]
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    peaks, stop = Peaks(), threading.Event()
-    sampler = threading.Thread(target=_sample, args=(psutil.Process(proc.pid), peaks, stop, 0.1),
-                               daemon=True)
-    sampler.start()
-    output, _ = proc.communicate()
-    wall = time.perf_counter() - started
-    stop.set()
-    sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"curate run ({device}) failed, exit {proc.returncode}:\n{output[-3000:]}")
+    wall, peaks = curate_run_sampled(config, env)
     stats = json.loads((out / "stats.json").read_text())
     entry = next(s for s in stats["stages"] if s["type"] == f"{stage}_dedup")
     kept = pq.read_table(out / "write_parquet", columns=["id"]).column("id").to_pylist()

@@ -34,7 +34,11 @@ def start_early(args: list[str]) -> bool:
         return False
     from curator.runtime.fork_server import start_fork_server
 
-    start_fork_server([m for t in types if t in BUILTIN for m in (BUILTIN[t], *PRELOAD.get(t, ()))])
+    try:
+        start_fork_server([m for t in types if t in BUILTIN
+                           for m in (BUILTIN[t], *PRELOAD.get(t, ()))])
+    except OSError:  # no socket or process now: the cluster's own start will say why
+        return False
     return True
 
 

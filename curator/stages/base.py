@@ -23,6 +23,7 @@ from curator.batch import BatchResult, Failure, Shard, SourceBatch, split_by_rea
 from curator.commit import temporary_for
 from curator.counts import ScoreBins, StageCount
 from curator.io.files import list_shards
+from curator.stages import PRELOAD
 from curator.stages.filtering import apply_rules
 
 STAGES: dict[str, type[Stage]] = {}
@@ -66,8 +67,6 @@ class Stage(BaseModel):
         """Heavy modules this stage's tasks import, worth importing once in the local cluster's
         fork server: every worker process forked from it then starts with them (curator's own
         modules only: a plugin's import side effects stay in the workers)."""
-        from curator.stages import PRELOAD
-
         module = type(self).__module__
         return (module, *PRELOAD.get(self.type, ())) if module.startswith("curator.") else ()
 
