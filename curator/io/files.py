@@ -50,5 +50,9 @@ def list_shards(patterns: str | list[str]) -> list[Shard]:
 
 
 def open_binary(url: str):
-    """Open ``url`` for reading raw (still compressed) bytes."""
+    """Open ``url`` for reading raw (still compressed) bytes: a local path with the builtin
+    ``open`` (fsspec's local file adds a Python call to every read), any other URL through
+    fsspec."""
+    if "://" not in url or url.startswith("file://"):
+        return open(url.removeprefix("file://"), "rb")
     return fsspec.open(url, "rb").open()

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +43,7 @@ BINARY_FRACTION = 0.01
 NUL_SNIFF = 1 << 16  # NULs are looked for in a page's first 64 KB: binary bodies show them at once
 REPLACED_FRACTION = 0.2
 COLUMNS = ("id", "text", "date", "url", "warc_file", "warc_record_id")
+TEXT_SLACK = 4 << 20  # room past batch_bytes for the page that ends a batch
 
 
 class _Unparsable(Exception):
@@ -54,44 +54,67 @@ class _Unparsable(Exception):
         self.offset = offset
 
 
-@dataclass
+class _TextColumn:
+    """UTF-8 pages copied, as they arrive, into one buffer of Arrow's pool: the page is still in
+    the cache from its UTF-8 check (copying all pages at the end reads them again from memory),
+    and the pool reuses the memory of batches freed before."""
+
+    def __init__(self, capacity: int) -> None:
+        self.data = pa.allocate_buffer(capacity)
+        self.view = memoryview(self.data).cast("B")
+        self.ends: list[int] = []
+        self.size = 0
+
+    def append(self, text: bytes) -> None:
+        end = self.size + len(text)
+        if end > len(self.view):  # a page past the slack: move to a buffer twice as large
+            grown = pa.allocate_buffer(max(2 * len(self.view), end))
+            view = memoryview(grown).cast("B")
+            view[: self.size] = self.view[: self.size]
+            self.view.release()
+            self.data, self.view = grown, view
+        self.view[self.size:end] = text
+        self.ends.append(end)
+        self.size = end
+
+    def take(self) -> pa.Array:
+        if self.size >= 1 << 31:  # past 32-bit offsets: Arrow splits nothing here, so say so
+            raise ValueError(f"a batch of {self.size} bytes of text is over Arrow's 2 GiB")
+        offsets = np.zeros(len(self.ends) + 1, np.int32)
+        offsets[1:] = self.ends
+        self.view.release()
+        return pa.Array.from_buffers(pa.string(), len(self.ends),
+                                     [None, pa.py_buffer(offsets), self.data.slice(0, self.size)])
+
+
 class _Batch:
-    """Rows being gathered into one SourceBatch."""
+    """Rows being gathered into one SourceBatch of about ``batch_bytes`` of text."""
 
-    rows: dict[str, list] = field(default_factory=lambda: {c: [] for c in COLUMNS})
-    failed: list[Failure] = field(default_factory=list)
-    notes: Counter = field(default_factory=Counter)
-    size: int = 0
+    def __init__(self, batch_bytes: int) -> None:
+        self.rows: dict[str, list] = {c: [] for c in COLUMNS if c not in ("text",
+                                                                          "warc_record_id")}
+        self.text = _TextColumn(batch_bytes + TEXT_SLACK)
+        self.failed: list[Failure] = []
+        self.notes: Counter = Counter()
 
-    def add(self, row: dict[str, str | bytes]) -> None:
-        """A row whose ``text`` is UTF-8 bytes (Arrow takes them without re-encoding)."""
-        for name in COLUMNS:
-            self.rows[name].append(row[name])
-        self.size += len(row["text"])
+    @property
+    def size(self) -> int:
+        return self.text.size
+
+    def add(self, row: dict[str, str], text: bytes) -> None:
+        """A row and its ``text`` as UTF-8 bytes (Arrow takes them without re-encoding)."""
+        for name, values in self.rows.items():
+            values.append(row[name])
+        self.text.append(text)
 
     def take(self) -> SourceBatch:
         if not self.rows["id"]:
             return SourceBatch(pa.table({}), self.failed, self.notes)
-        columns = {c: pa.array(v, pa.string()) for c, v in self.rows.items() if c != "text"}
-        columns["text"] = _text_array(self.rows["text"])
+        columns = {c: pa.array(v, pa.string()) for c, v in self.rows.items()
+                   if c != "warc_record_id"}
+        columns["warc_record_id"] = columns["id"]  # the same strings: one array, two columns
+        columns["text"] = self.text.take()
         return SourceBatch(pa.table({c: columns[c] for c in COLUMNS}), self.failed, self.notes)
-
-
-def _text_array(texts: list[bytes]) -> pa.Array:
-    """UTF-8 pages as one string array, not checked again (decode_html checked or encoded every
-    page): copied once into a buffer of Arrow's pool, which reuses the pages of batches freed
-    before (``bytes.join`` maps fresh memory each time: 3.5x slower on 80 MB)."""
-    offsets = np.zeros(len(texts) + 1, np.int32)
-    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
-    total = int(lengths.sum())
-    if total >= 1 << 31:  # past 32-bit offsets: Arrow splits nothing here, so say so
-        raise ValueError(f"a batch of {total} bytes of text is over Arrow's 2 GiB")
-    np.cumsum(lengths, out=offsets[1:])
-    data = pa.allocate_buffer(total)
-    view = memoryview(data).cast("B")
-    for text, start, end in zip(texts, offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
-        view[start:end] = text
-    return pa.Array.from_buffers(pa.string(), len(texts), [None, pa.py_buffer(offsets), data])
 
 
 class _RecordReader:
@@ -197,8 +220,8 @@ class _RecordReader:
             batch.notes["charset_unknown"] += 1
         if decoded.source == "detected":
             batch.notes["charset_detected"] += 1
-        batch.add({"id": record_id, "text": decoded.utf8, "date": date, "url": url,
-                   "warc_file": self.shard.label, "warc_record_id": record_id})
+        batch.add({"id": record_id, "date": date, "url": url, "warc_file": self.shard.label},
+                  decoded.utf8)
 
 
 def _target_uri(value: str | None) -> str | None:
@@ -220,7 +243,7 @@ def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterat
     """Stream the HTML documents of the WARC file ``shard.path`` (local or fsspec URL, plain or
     gzip) in batches of about ``batch_bytes`` of text; see the module docstring."""
     reader = _RecordReader(shard, stage_name)
-    batch = _Batch()
+    batch = _Batch(batch_bytes)
     base, first, resumed = 0, True, False
     while base is not None:
         passed = 0
@@ -230,7 +253,7 @@ def read_warc_batches(shard: Shard, batch_bytes: int, stage_name: str) -> Iterat
                 reader.record(rec, batch, place)
                 if batch.size >= batch_bytes:
                     yield batch.take()
-                    batch = _Batch()
+                    batch = _Batch(batch_bytes)
             base = None
         except _Unparsable as bad:
             if first and bad.offset == 0:
@@ -337,7 +360,7 @@ def _warcio_fallback(reader: _RecordReader, batch: _Batch, batch_bytes: int,
                 _warcio_record(reader, rec, lambda: records.get_record_offset(), batch)
                 if batch.size >= batch_bytes:
                     yield batch.take()
-                    batch = _Batch()
+                    batch = _Batch(batch_bytes)
     except (ArchiveLoadFailed, OSError, ValueError, EOFError) as err:
         batch.failed.append(reader.failure("bad_record", f"{why}; warcio: {err}", offset))
     yield batch.take()

@@ -134,6 +134,23 @@ def test_undecodable_bytes_are_replaced_and_counted(tmp_path):
     assert rows[0]["text"].count("\ufffd") == 3
 
 
+def test_pages_past_the_batch_buffer_keep_their_text_and_order(tmp_path):
+    """A page larger than a batch's text buffer (batch_bytes + TEXT_SLACK) moves the pages
+    gathered so far into a larger buffer; every page comes out whole, in order."""
+    from curator.io.warc import TEXT_SLACK
+
+    pages = [_page(f"small page {i} " * 50) for i in range(3)]
+    pages.insert(1, _page("x" * (TEXT_SLACK + 100_000)))
+    pages.append(_page("\u3042" * (TEXT_SLACK // 2)))  # Japanese: non-ASCII UTF-8
+    write_warc(tmp_path / "big.warc", [(f"http://a/{i}", p, "text/html; charset=utf-8")
+                                       for i, p in enumerate(pages)], gzip=False)
+    for batch_bytes in (1, 64 << 10, 1 << 30):
+        rows, failed, _ = read(tmp_path / "big.warc", batch_bytes)
+        assert failed == []
+        assert [r["text"].encode() for r in rows] == pages
+        assert [r["url"] for r in rows] == [f"http://a/{i}" for i in range(len(pages))]
+
+
 @pytest.mark.parametrize("delta", [-40, 40])
 def test_a_wrong_content_length_costs_only_the_damaged_records(tmp_path, delta):
     path = tmp_path / "wrong.warc"
