@@ -12,7 +12,9 @@
    /work/shared/corpus), else /work/shared/corpus.
 2. For each device runs the real CLI, ``python -m curator run`` (the stage's ``device`` set;
    the CPU run hides the GPUs, so its local cluster has ``--workers`` CPU workers only; the GPU
-   run's cluster adds one GPU worker per device), and records its wall time, the stage's seconds
+   run's cluster adds one GPU worker per device; ``gpu2`` is the GPU run with two GPU worker
+   processes sharing device 0, ``CUDA_VISIBLE_DEVICES=0,0``, as a node's GPUs would be used),
+   and records its wall time, the stage's seconds
    and per-phase times from stats.json, and the peak RSS of every process of the run's tree
    (sampled: driver, scheduler and workers; the largest process and the largest tree sum).
 3. Checks that the devices' outputs are identical (the sorted kept ids, the output files' bytes)
@@ -263,10 +265,12 @@ def curate_run_sampled(config: Path, env: dict[str, str]) -> tuple[float, Peaks]
 
 def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
                    workers: int) -> None:
+    processes = ", processes: true" if device == "gpu2" else ""
     lines = [f"name: bench-{stage}-{device}", f"output: {out}",
-             f"executor: {{type: dask, workers: {workers}}}", "stages:",
+             f"executor: {{type: dask, workers: {workers}{processes}}}", "stages:",
              f"  - {{type: read_parquet, path: \"{parts}/part-*.parquet\"}}",
-             f"  - {{type: {stage}_dedup, device: {device}}}", "  - {type: write_parquet}"]
+             f"  - {{type: {stage}_dedup, device: {device.removesuffix('2')}}}",
+             "  - {type: write_parquet}"]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -279,6 +283,8 @@ def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU worker in the CPU run's cluster
+    elif device == "gpu2":
+        env["CUDA_VISIBLE_DEVICES"] = "0,0"  # two GPU workers, one card
     wall, peaks = curate_run_sampled(config, env)
     stats = json.loads((out / "stats.json").read_text())
     entry = next(s for s in stats["stages"] if s["type"] == f"{stage}_dedup")
@@ -352,12 +358,15 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
                            for name, p in r["phases"].items())
         lines.append(f"- {r['device']}: {phases}")
     by = {r["device"]: r for r in runs}
-    if "cpu" in by and "gpu" in by:
-        cpu, gpu = by["cpu"], by["gpu"]
-        same = cpu["kept_ids"] == gpu["kept_ids"] and cpu["bytes_digest"] == gpu["bytes_digest"]
-        lines += ["", f"GPU / CPU speed-up: stage {cpu['stage_seconds'] / gpu['stage_seconds']:.2f}"
-                  f"x, whole run {cpu['wall'] / gpu['wall']:.2f}x. Outputs identical (sorted "
-                  f"kept ids and output bytes): {'yes' if same else 'NO'}."]
+    for name in ("gpu", "gpu2"):
+        if "cpu" in by and name in by:
+            cpu, gpu = by["cpu"], by[name]
+            same = cpu["kept_ids"] == gpu["kept_ids"] and \
+                cpu["bytes_digest"] == gpu["bytes_digest"]
+            lines += ["", f"{name} / cpu speed-up: stage "
+                      f"{cpu['stage_seconds'] / gpu['stage_seconds']:.2f}x, whole run "
+                      f"{cpu['wall'] / gpu['wall']:.2f}x. Outputs identical (sorted kept ids and "
+                      f"output bytes): {'yes' if same else 'NO'}."]
     for r in runs:
         lines.append(f"\n{r['device']}: kept ids xxh3-128 {r['kept_ids']}, output bytes "
                      f"xxh3-128 {r['bytes_digest']}, facts {json.dumps(r['facts'])}")
@@ -370,7 +379,8 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gb", type=float, default=4.0, help="GB of text to generate")
-    ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"], choices=["cpu", "gpu"])
+    ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"],
+                    choices=["cpu", "gpu", "gpu2"])
     ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--part-mb", type=float, default=150.0, help="MB of text per Parquet part")

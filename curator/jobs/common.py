@@ -2,7 +2,8 @@
 
 The body starts the Dask scheduler on the first host (scheduler file in the run directory, on
 shared storage), one launcher per host (``mpirun``/``srun`` runs this same script with ``node``)
-that starts the GPU workers (one per GPU, ``GPU=1``: what ``Stage.resources()`` asks for) and
+that starts the GPU workers (one per GPU, ``GPU_TASKS`` threads and as much ``GPU`` resource: a GPU
+task asks for 1, so that many parts are in flight per card) and
 CPU workers (``CUDA_VISIBLE_DEVICES`` empty), then ``curate run --scheduler-file`` and tears the
 cluster down however the job ends. Rationale: docs/scale-out.md.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from curator.pipeline import PipelineModel
+from curator.runtime.executors import GPU_TASKS
 
 
 class SubmitError(ValueError):
@@ -95,6 +97,7 @@ def settings(spec: JobSpec, script: Path) -> str:
         f"CONTAINER_ARGS=({container_args})",
         f"CURATE_SETS=({sets})",
         f"GPU_WORKERS={'yes' if spec.gpu else 'no'}",
+        f"GPU_TASKS={GPU_TASKS}",
         f"CPU_WORKERS={spec.cpu_workers or ''}",
         f"INTERFACE={_q(spec.interface or '')}",
     ])
@@ -138,7 +141,7 @@ gpu_ids() {  # the GPUs this host gives the job, one id a line
 
 worker() {  # dask worker with the options every worker shares
   "${RUN_IN[@]}" "$PYTHON" -m distributed.cli.dask_worker --scheduler-file "$SCHEDULER_FILE" \
-    --local-directory "$NODE_SCRATCH" --nthreads 1 --death-timeout 60 --no-dashboard \
+    --local-directory "$NODE_SCRATCH" --death-timeout 60 --no-dashboard \
     "${IFACE_ARGS[@]}" "$@"
 }
 
@@ -150,18 +153,19 @@ run_node() {  # on every host: GPU workers, CPU workers; until killed
     if "${RUN_IN[@]}" "$PYTHON" -c 'import dask_cuda' 2>/dev/null; then
       CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${gpus[*]}") "${RUN_IN[@]}" "$PYTHON" -m dask cuda \
         worker --scheduler-file "$SCHEDULER_FILE" --local-directory "$NODE_SCRATCH" \
-        --nthreads 1 --resources GPU=1 --death-timeout 60 "${IFACE_ARGS[@]}" &
+        --nthreads "$GPU_TASKS" --resources "GPU=$GPU_TASKS" --death-timeout 60 \
+        "${IFACE_ARGS[@]}" &
       pids+=($!)
     else
       for g in "${gpus[@]}"; do
-        CUDA_VISIBLE_DEVICES=$g worker --resources GPU=1 &
+        CUDA_VISIBLE_DEVICES=$g worker --nthreads "$GPU_TASKS" --resources "GPU=$GPU_TASKS" &
         pids+=($!)
       done
     fi
   fi
   cpus=${CPU_WORKERS:-$(( $(nproc) - ${#gpus[@]} ))}
   if [ "$cpus" -lt 1 ]; then cpus=1; fi
-  CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=1 worker --nworkers "$cpus" &
+  CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=1 worker --nthreads 1 --nworkers "$cpus" &
   pids+=($!)
   echo "$(( ${#gpus[@]} + cpus ))" > "$READY_DIR/.$(hostname)-$$"
   mv "$READY_DIR/.$(hostname)-$$" "$READY_DIR/$(hostname)-$$"

@@ -34,13 +34,26 @@ QUIET = {"distributed.worker.profile.enabled": False,
          "distributed.worker.memory.monitor-interval": "500ms"}
 #: Seconds to wait for an existing Dask scheduler before giving up.
 CONNECT_TIMEOUT_S = 5
+#: Tasks one GPU worker runs at once (its threads and its ``GPU`` resource; a GPU task asks for
+#: 1): parts in flight per card, one read while another is hashed and a third's output written.
+GPU_TASKS = 4
+
+
+def visible_gpus() -> list[str]:
+    """Device ids visible on this machine: ``CUDA_VISIBLE_DEVICES`` as listed (``0,0`` is one
+    card for two GPU workers), else one per GPU ``nvidia-smi`` lists (none without it)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip()]
+    return [str(g) for g in range(_smi_gpus())]
 
 
 def gpu_count() -> int:
-    """GPUs visible on this machine (0 without NVIDIA tools)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return len([d for d in visible.split(",") if d.strip()])
+    """GPU workers this machine takes (0 without NVIDIA tools)."""
+    return len(visible_gpus())
+
+
+def _smi_gpus() -> int:
     if not shutil.which("nvidia-smi"):
         return 0
     try:
@@ -121,7 +134,7 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
         with dask.config.set(QUIET):
             return LocalCluster(n_workers=1, threads_per_worker=n, processes=False,
                                 dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL,
-                                resources={"GPU": 1} if gpus else None)
+                                resources={"GPU": GPU_TASKS} if gpus else None)
     log.info("Dask LocalCluster: %d CPU worker processes%s", n,
              f" and {gpus} GPU workers (one per device)" if gpus else "")
     # Worker processes start with Ctrl-C blocked (the mask passes to the cluster's thread, which
@@ -138,14 +151,15 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
 
         def worker(env: dict[str, str], resources: dict[str, float] | None = None) -> dict:
             return {"cls": Nanny, "options": {
-                "nthreads": 1, "host": "127.0.0.1", "env": env, "resources": resources,
+                "nthreads": int(resources["GPU"]) if resources else 1, "host": "127.0.0.1",
+                "env": env, "resources": resources,
                 "silence_logs": logging.CRITICAL, "preload": ["curator.runtime.worker_setup"]}}
 
         specs = {f"cpu-{i}": worker({"OMP_NUM_THREADS": share, "CUDA_VISIBLE_DEVICES": ""})
                  for i in range(n)}
-        specs.update({f"gpu-{g}": worker({"OMP_NUM_THREADS": share,
-                                          "CUDA_VISIBLE_DEVICES": str(g)}, {"GPU": 1})
-                      for g in range(gpus)})
+        specs.update({f"gpu-{i}": worker({"OMP_NUM_THREADS": share,
+                                          "CUDA_VISIBLE_DEVICES": device}, {"GPU": GPU_TASKS})
+                      for i, device in enumerate(visible_gpus()[:gpus])})
         with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver",
                               **QUIET}):
             return SpecCluster(

@@ -9,6 +9,7 @@ from distributed import Nanny, Scheduler, SpecCluster
 
 from curator import Pipeline, ReadJsonl, WriteParquet
 from curator.batch import BatchResult
+from curator.pipeline import ExecutorConfig
 from curator.stages.base import BatchStage
 from tests.conftest import assert_accounting, write_shards
 
@@ -111,3 +112,51 @@ def test_local_cluster_has_one_gpu_worker_per_device(tmp_path, monkeypatch):
     assert_accounting(tmp_path / "run")
     devices = pq.read_table(tmp_path / "run" / "write_parquet").column("device").to_pylist()
     assert set(devices) <= {"0", "1"} and devices
+
+
+class RecordGpuSlot(RecordWorker):
+    """A stand-in GPU stage that takes a while: tags each document with its worker, device and
+    the time span the task held its GPU slot."""
+
+    type = "test_record_gpu_slot"
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        import os
+        import time
+
+        from distributed import get_worker
+
+        start = time.time()
+        time.sleep(0.4)
+        n = len(batch)
+        return BatchResult(kept=batch.append_column("worker", pa.array([get_worker().address] * n))
+                           .append_column("device", pa.array(
+                               [os.environ.get("CUDA_VISIBLE_DEVICES", "")] * n))
+                           .append_column("span", pa.array([[start, time.time()]] * n)))
+
+
+def test_two_gpu_workers_share_one_card_each_with_parts_in_flight(tmp_path, monkeypatch):
+    """CUDA_VISIBLE_DEVICES=0,0: two GPU workers on device 0; each runs up to GPU_TASKS GPU
+    tasks at once (parts in flight), never more, and GPU tasks run nowhere else."""
+    from curator.runtime.executors import GPU_TASKS
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,0")
+    inputs = tmp_path / "in"
+    write_shards(inputs, 16)
+    Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), RecordGpuSlot(), WriteParquet()],
+             executor=ExecutorConfig(processes=True)).run(
+        output=tmp_path / "run", executor="dask", workers=1, progress=False)
+    assert_accounting(tmp_path / "run")
+    table = pq.read_table(tmp_path / "run" / "write_parquet")
+    assert set(table.column("device").to_pylist()) == {"0"}
+    spans: dict[str, set[tuple[float, float]]] = {}
+    for worker, span in zip(table.column("worker").to_pylist(),
+                            table.column("span").to_pylist(), strict=True):
+        spans.setdefault(worker, set()).add(tuple(span))
+    assert len(spans) == 2  # both GPU workers took parts
+
+    def most_at_once(intervals: set[tuple[float, float]]) -> int:
+        return max(sum(s <= t < e for s, e in intervals) for t, _ in intervals)
+
+    in_flight = [most_at_once(v) for v in spans.values()]
+    assert max(in_flight) > 1 and max(in_flight) <= GPU_TASKS
