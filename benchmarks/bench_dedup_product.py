@@ -20,6 +20,10 @@
 3. Checks that the devices' outputs are identical (the sorted kept ids, the output files' bytes)
    and writes ``benchmarks/results_dedup_product.md``: TB/h of the stage and of the whole run,
    ratio gpu/cpu, and for fuzzy dedup how many planted near-duplicates joined their original.
+
+Before the timed runs each device runs once on a tiny corpus (``--no-warm`` skips it), so that
+numba's and CuPy's on-disk kernel caches are filled as on any machine after its first run; the
+first run on a fresh machine compiles them in every worker process at once.
 """
 
 from __future__ import annotations
@@ -394,6 +398,8 @@ def main() -> None:
     ap.add_argument("--save-pool", type=Path, default=None,
                     help="only write the sentence pool to this pool.json.gz (a few MB) and stop")
     ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--no-warm", dest="warm", action="store_false",
+                    help="time the first runs too (kernel compilation included)")
     args = ap.parse_args()
     corpus = args.corpus or SHARED
     command = "python benchmarks/bench_dedup_product.py " + " ".join(sys.argv[1:])
@@ -411,6 +417,12 @@ def main() -> None:
     print(f"corpus: {made['bytes'] / 1e9:.3f} GB, {made['docs']:,} docs, {made['parts']} parts, "
           f"{made['planted']:,} planted near-duplicates, made in {made['seconds']:.1f} s",
           flush=True)
+    if args.warm:  # numba's and CuPy's kernel caches filled, as on any machine after its first run
+        tiny = make_corpus(args.work / "corpus-warm", 0.005, args.part_mb, args.seed + 1, corpus,
+                           args.processes)
+        for device in args.devices:
+            run_device(args.stage, device, args.work / "corpus-warm", args.work, args.workers)
+        print(f"warmed: the same runs on {tiny['docs']:,} documents first", flush=True)
     runs = []
     for device in args.devices:
         r = run_device(args.stage, device, parts, args.work, args.workers)

@@ -34,8 +34,9 @@ QUIET = {"distributed.worker.profile.enabled": False,
          "distributed.worker.memory.monitor-interval": "500ms"}
 #: Seconds to wait for an existing Dask scheduler before giving up.
 CONNECT_TIMEOUT_S = 5
-#: Tasks one GPU worker runs at once (its threads and its ``GPU`` resource; a GPU task asks for
-#: 1): parts in flight per card, one read while another is hashed and a third's output written.
+#: Tasks one GPU worker process runs at once (its threads and its ``GPU`` resource; a GPU task
+#: asks for 1): parts in flight per card, one read while another is hashed and a third's output
+#: written. A threaded cluster (stages that release the GIL) lets every thread run one.
 GPU_TASKS = 4
 
 
@@ -117,7 +118,9 @@ class LocalExecutor(Executor):
 def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None = None):
     """A Dask cluster on this machine.
 
-    Threads: one process with ``n`` threads (for pipelines whose stages release the GIL).
+    Threads: one process with ``n`` threads (for pipelines whose stages release the GIL), each
+    of which may run a GPU task (on device 0, when there are GPUs): the work around a GPU kernel
+    (reading, writing, splitting) is most of a GPU task, and these threads share the cores.
     Processes: ``n`` CPU workers on loopback, each with its share of the cores for Arrow's and
     BLAS's pools, plus one worker per GPU that alone advertises the ``GPU`` resource and sees
     only its own device, so GPU tasks never pile onto one card; CPU workers see no GPU. They
@@ -134,7 +137,7 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
         with dask.config.set(QUIET):
             return LocalCluster(n_workers=1, threads_per_worker=n, processes=False,
                                 dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL,
-                                resources={"GPU": GPU_TASKS} if gpus else None)
+                                resources={"GPU": n} if gpus else None)
     log.info("Dask LocalCluster: %d CPU worker processes%s", n,
              f" and {gpus} GPU workers (one per device)" if gpus else "")
     # Worker processes start with Ctrl-C blocked (the mask passes to the cluster's thread, which

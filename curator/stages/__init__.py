@@ -45,4 +45,4 @@ PRELOAD: dict[str, tuple[str, ...]] = {
 #: Built-in stages whose work releases the GIL (``Stage.holds_gil`` False): a pipeline of only
 #: these runs on threads, with no worker processes to start.
 RELEASE_GIL = frozenset({"read_jsonl", "read_parquet", "write_parquet", "length_filter",
-                         "fuzzy_dedup"})
+                         "exact_dedup", "fuzzy_dedup"})
