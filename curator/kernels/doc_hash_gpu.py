@@ -203,7 +203,9 @@ def _kernel() -> Any:
 
 @cache
 def _secret() -> Any:
-    return _cupy().asarray(np.frombuffer(SECRET, np.uint8))
+    secret = _cupy().asarray(np.frombuffer(SECRET, np.uint8))
+    _cupy().cuda.Device().synchronize()  # there before a kernel on another stream reads it
+    return secret
 
 
 def doc_hashes_device(data: Any, starts: Any, ends: Any, base: int = 0) -> tuple[Any, Any]:
@@ -224,14 +226,17 @@ def doc_hashes_gpu(text: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
     cp = _cupy()
     chunks = text.chunks if isinstance(text, pa.ChunkedArray) else [text]
     highs, lows = [], []
+    stream = cp.cuda.Stream(non_blocking=True)  # this call's own: calls in threads overlap
     for chunk in chunks:
         if len(chunk):
             buf = string_buffers(chunk)
             lo, hi = (int(buf.starts.min()), int(buf.ends.max())) if len(buf.starts) else (0, 0)
-            data = cp.asarray(buf.data[lo:max(hi, lo + 1)])
-            high, low = doc_hashes_device(data, cp.asarray(buf.starts), cp.asarray(buf.ends), lo)
-            highs.append(high.get())
-            lows.append(low.get())
+            with stream:
+                data = cp.asarray(buf.data[lo:max(hi, lo + 1)])
+                high, low = doc_hashes_device(data, cp.asarray(buf.starts),
+                                              cp.asarray(buf.ends), lo)
+                highs.append(high.get(stream=stream))
+                lows.append(low.get(stream=stream))
     if not highs:
         return np.empty(0, np.uint64), np.empty(0, np.uint64)
     return np.concatenate(highs), np.concatenate(lows)

@@ -269,6 +269,7 @@ class GpuMinHasher:
         a, b = permutations(self.params.num_perm, self.params.seed)
         self._a, self._b = cp.asarray(a), cp.asarray(b)
         self._kern = _kernel(self.params.ngram, self.params.num_perm, self.word)
+        cp.cuda.Device().synchronize()  # on the device before kernels on other streams read them
 
     # ---------------------------------------------------------------- device-resident input
     def signatures_device(
@@ -352,6 +353,8 @@ class GpuMinHasher:
         result = np.empty((n, width), dtype)
         if n == 0:
             return result
+        if int(buf.ends.max()) - int(buf.starts.min()) <= self.chunk_bytes:
+            return self._run_whole(buf, bands)
         chunks = _plan_chunks(buf.starts, buf.ends, self.chunk_bytes)
         cum_host = _segment_cum(buf.starts, buf.ends)
         starts_d, ends_d = cp.asarray(buf.starts), cp.asarray(buf.ends)
@@ -402,6 +405,23 @@ class GpuMinHasher:
                     slot.stream.synchronize()
                 cp.cuda.runtime.hostUnregister(host_ptr)
         return result
+
+
+    def _run_whole(self, buf: Any, bands: bool) -> np.ndarray:
+        """Text that fits one chunk (a dataset part): copied over once and hashed on a stream of
+        this call's own, so that calls from several threads (parts in flight) overlap; no pinned
+        staging, whose allocation would serialise them."""
+        from curator.kernels.lsh import band_hashes
+
+        cp = _cupy()
+        lo, hi = int(buf.starts.min()), int(buf.ends.max())
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            data = cp.asarray(buf.data[lo:max(hi, lo + 1)])
+            starts, ends = cp.asarray(buf.starts), cp.asarray(buf.ends)
+            sig = self.signatures_device(data, starts, ends, base=lo, stream=stream)
+            out = band_hashes(sig, self.params.bands, self.params.rows) if bands else sig
+            return out.get(stream=stream)
 
 
 def _plan_chunks(starts: np.ndarray, ends: np.ndarray, chunk_bytes: int) -> list[tuple[int, int]]:

@@ -7,6 +7,7 @@ import ctypes
 import random
 import shutil
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
 import numpy as np
@@ -133,6 +134,10 @@ def test_gpu_kernel_equals_cpu_kernel(sample_docs) -> None:
                   pa.array(texts * 2, pa.large_string()).slice(7, len(texts)),
                   pa.chunked_array([pa.array(texts[:10]), pa.array(texts[10:])])):
         _assert_same(doc_hashes_gpu(array), doc_hashes(array))
+    arrays = [pa.array(texts[i:] + texts[:i]) for i in range(16)]  # parts in flight: threads
+    with ThreadPoolExecutor(8) as pool:
+        for array, got in zip(arrays, pool.map(doc_hashes_gpu, arrays), strict=True):
+            _assert_same(got, doc_hashes(array))
 
 
 def test_collapse_whitespace_is_the_regex() -> None:

@@ -61,6 +61,20 @@ def test_band_hashes_identical(sample_docs: list[dict]) -> None:
     assert np.array_equal(s_cpu, s_gpu.get()) and np.array_equal(d_cpu, d_gpu.get())
 
 
+def test_parts_in_flight_from_threads_identical(sample_docs: list[dict]) -> None:
+    """A GPU worker hashes several parts at once, one per thread (each on its own stream)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    params = MinHashParams()
+    arrays = _arrays(sample_docs) * 4
+    hasher = GpuMinHasher(params)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(hasher.band_hashes, arrays))
+    for array, bands in zip(arrays, got, strict=True):
+        cpu = band_hashes(minhash_signatures(array, params), params.bands, params.rows)
+        assert np.array_equal(cpu, bands)
+
+
 def test_device_resident_input(sample_docs: list[dict]) -> None:
     array = pa.array([d["text"] for d in sample_docs])
     from curator.kernels.shingles import string_buffers
