@@ -48,6 +48,11 @@ class PipelineModel(BaseModel):
         64 << 20, gt=0, description="Text bytes per part handed to a dataset stage (dedup, "
         "decontaminate): a large input file is cut into parts of this size, so that the memory "
         "of a dataset stage's task does not grow with the input files.")
+    intermediate_compression: Literal["none", "lz4", "snappy", "zstd"] = Field(
+        "none", description="Compression of the Parquet parts the run writes for its own next "
+        "step (the parts a dataset stage reads, and what it keeps for the next segment): none "
+        "costs least CPU where the run directory is on a local disk; zstd writes a third as "
+        "much to a shared file system. Outputs are the same bytes whichever is chosen.")
     max_failed_fraction: float = Field(
         0.1, ge=0, le=1, description="A stage that fails more of a shard's documents than this "
         "stops the run, naming itself (1: never).")

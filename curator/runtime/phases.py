@@ -47,6 +47,7 @@ class PhaseContext:
     rejected: Literal["ids", "documents"]
     batch_bytes: int
     progress: Callable[[str, int, int], None] | None = None
+    intermediate_compression: str = "none"  # of the kept parts the removal phase writes
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def phase_times(self) -> dict[str, dict[str, Any]]:
@@ -106,7 +107,8 @@ class PhaseContext:
                resources: dict[str, float] | None = None) -> tuple[list[Path], StageCount]:
         out = self.work_dir / "out"
         tasks = [_RemoveTask(i, str(p), str(out), decide, str(self.run_dir.root),
-                             self.stage_name, self.rejected) for i, p in enumerate(parts)]
+                             self.stage_name, self.rejected, self.intermediate_compression)
+                 for i, p in enumerate(parts)]
         keys = [f"part-{i:05d}" for i in range(len(parts))]
         results = self.run_phase("remove", _remove_part, tasks, keys, resources)
         count = self.count()
@@ -147,6 +149,7 @@ class _RemoveTask:
     run_dir: str
     stage: str
     rejected: str
+    compression: str
 
 
 def _remove_part(task: _RemoveTask) -> dict:
@@ -168,9 +171,10 @@ def _remove_part(task: _RemoveTask) -> dict:
         removed = removed.select([ID, REASON, *decisions.removed_columns, *decisions.columns])
     key = f"part-{task.part:05d}"
     pending: list[tuple[Path, Path]] = []
-    for final, data in ((Path(task.out) / f"{key}.parquet", kept),
-                        (RunDir(task.run_dir).rejected_path(task.stage, key), removed)):
-        pq.write_table(data, temporary_for(final, pending))
+    for final, data, compression in (
+            (Path(task.out) / f"{key}.parquet", kept, task.compression),
+            (RunDir(task.run_dir).rejected_path(task.stage, key), removed, "snappy")):
+        pq.write_table(data, temporary_for(final, pending), compression=compression)
     commit_files(pending)
     n_removed = int(np.count_nonzero(drop))
     reasons = Counter({decisions.reason: n_removed} if n_removed else {})

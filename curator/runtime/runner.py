@@ -86,7 +86,8 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
                 reporter.attach(ex)
                 ctx = PhaseContext(run_dir, run_dir.work_dir(segment.index), ex, name,
                                    stage.type, fingerprint, pipeline.on_error, pipeline.rejected,
-                                   pipeline.batch_bytes, reporter.phase)
+                                   pipeline.batch_bytes, reporter.phase,
+                                   pipeline.intermediate_compression)
                 result = stage.run_dataset(_parts(shards), ctx)
                 if ctx.phases:
                     result.count.facts.setdefault("phases", ctx.phase_times())
@@ -100,7 +101,7 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
             ran.update(s.index for s in shards if s.part in parts)
             manifests[segment.index] = sorted([*done.values(), *new], key=lambda m: m["part"])
             extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
-            unify_segment(run_dir, segment, keep)
+            unify_segment(run_dir, segment, keep, pipeline.intermediate_compression)
             if keep:
                 folder = run_dir.work_dir(segment.index)
                 files = [(name, m["input"]["source"]) for m in manifests[segment.index]
@@ -157,7 +158,8 @@ def _run_segment(ex: Any, segment: Segment, shards: list[Shard], run_dir: RunDir
     done = run_dir.completed(segment.index, fingerprint)
     tasks = [ShardTask(segment.index, _task_stages(segment, shard), shard, str(run_dir.root),
                        fingerprint, pipeline.on_error, pipeline.rejected, pipeline.batch_bytes,
-                       keep, pipeline.max_failed_fraction, pipeline.part_bytes)
+                       keep, pipeline.max_failed_fraction, pipeline.part_bytes,
+                       pipeline.intermediate_compression)
              for shard in shards if shard.part not in done]
     keys = {t.shard.part: t.key for t in tasks}
     reporter.attach(ex)

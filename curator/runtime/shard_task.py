@@ -42,6 +42,7 @@ class ShardTask:
     keep_intermediate: bool  # write kept rows for a following dataset stage
     max_failed_fraction: float = 0.1
     part_bytes: int = 64 << 20  # text per intermediate part (a new file past it)
+    intermediate_compression: str = "none"
     isolate: bool = False  # run every stage in a sandbox (its worker died on this shard)
 
     @property
@@ -160,7 +161,8 @@ def run_shard_task(task: ShardTask) -> dict[str, Any]:
             parts.append(f"{task.shard.part}-{k:04d}.parquet")
             return temporary_for(folder / parts[-1], pending)
 
-        intermediate = RollingPartWriter(part_path, INTERMEDIATE_ROW_GROUP, "zstd",
+        intermediate = RollingPartWriter(part_path, INTERMEDIATE_ROW_GROUP,
+                                         task.intermediate_compression,
                                          task.part_bytes)
     rows_out = 0
     progress = TaskProgress(task.key)
