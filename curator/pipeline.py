@@ -51,8 +51,8 @@ class PipelineModel(BaseModel):
     intermediate_compression: Literal["none", "lz4", "snappy", "zstd"] = Field(
         "none", description="Compression of the Parquet parts the run writes for its own next "
         "step (the parts a dataset stage reads, and what it keeps for the next segment): none "
-        "costs least CPU where the run directory is on a local disk; zstd writes a third as "
-        "much to a shared file system. Outputs are the same bytes whichever is chosen.")
+        "costs least CPU where the run directory is on a local disk; zstd writes about half "
+        "as much to a shared file system. Outputs are the same bytes whichever is chosen.")
     max_failed_fraction: float = Field(
         0.1, ge=0, le=1, description="A stage that fails more of a shard's documents than this "
         "stops the run, naming itself (1: never).")
