@@ -140,11 +140,16 @@ def test_fuzzy_dedup_resumes_cut_component_rounds_and_is_worker_independent(
     assert _outputs(single) == reference
 
 
-def test_fuzzy_dedup_gpu_gives_cpu_clusters(inputs, tmp_path):
+@pytest.mark.parametrize("gpu_rounds", [False, True], ids=["cpu-rounds", "gpu-rounds"])
+def test_fuzzy_dedup_gpu_gives_cpu_clusters(inputs, tmp_path, monkeypatch, gpu_rounds):
+    """On the GPU: signatures always; component rounds too past GPU_GRAPH_EDGES (0 here)."""
     from curator.kernels.minhash_gpu import gpu_available
+    from curator.stages.dedup import fuzzy
 
     if not gpu_available():
         pytest.skip("no GPU")
+    if gpu_rounds:
+        monkeypatch.setattr(fuzzy, "GPU_GRAPH_EDGES", 0)
     folder, _, _ = inputs
     runs = {}
     for device in ("cpu", "gpu"):
