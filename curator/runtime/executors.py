@@ -356,6 +356,14 @@ class ExecutorPool:
             self.start_seconds += time.perf_counter() - clock
         return self._started[processes]
 
+    def runs_here(self, holds_gil: bool) -> bool:
+        """Whether the tasks of a run whose stages hold (or release) the GIL run in this
+        process: the local executor, or a cluster of threads started here."""
+        if self.kind == "local":
+            return True
+        return (self.kind == "dask" and not self.scheduler and not self.scheduler_file
+                and not self.processes and not holds_gil)
+
     def offers(self, resource: str) -> bool:
         """Whether the cluster has workers with ``resource`` (GPU workers)."""
         if self.kind == "dask" and (self.scheduler or self.scheduler_file):

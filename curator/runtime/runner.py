@@ -23,6 +23,7 @@ from curator.runtime.rundir import RunDir
 from curator.runtime.schemas import unify_segment
 from curator.runtime.shard_task import ShardTask
 from curator.runtime.stats import write_stats
+from curator.runtime.warm_up import warm_up_in_background
 from curator.stages.base import Sink, Source, Stage
 
 log = logging.getLogger("curator")
@@ -77,6 +78,9 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
                       scheduler or config.scheduler, scheduler_file or config.scheduler_file,
                       config.processes, imports, preload) as pool:
         gpus = pool.offers("GPU")
+        stages = [stage for _, stage in pipeline.named_stages()]
+        if pool.runs_here(any(stage.holds_gil for stage in stages)):
+            warm_up_in_background([stage.for_cluster(gpus) for stage in stages])
         for segment in plan.segments:
             segment = Segment(segment.index, segment.kind,
                               [(name, stage.for_cluster(gpus)) for name, stage in segment.stages])

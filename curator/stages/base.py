@@ -74,6 +74,11 @@ class Stage(BaseModel):
         """This stage with its placement resolved for a cluster that has (or lacks) GPU workers."""
         return self
 
+    def warm_up(self) -> None:
+        """Prepare what this stage's first task would wait for (a GPU context, its kernels
+        loaded); the runtime calls it on a background thread of the process that will run the
+        tasks, while earlier segments run. Nothing by default."""
+
     def to_dict(self) -> dict[str, Any]:
         """The stage as it is written in YAML: ``type`` first, then non-default parameters."""
         return {"type": self.type, **self.model_dump(mode="json", exclude_defaults=True)}

@@ -184,6 +184,10 @@ class ExactDedup(DatasetStage):
             raise ValueError(f"device 'gpu' hashes with xxh3_128 only, not {self.algorithm!r}")
         return self
 
+    def warm_up(self) -> None:
+        if self.device == "gpu" and self.algorithm == "xxh3_128":
+            document_hashes(pa.array(["warm up the kernel"]), self.algorithm, self.device)
+
     def resources(self) -> dict[str, float]:
         return {"GPU": 1} if self.device == "gpu" else {}
 
