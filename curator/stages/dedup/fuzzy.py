@@ -6,12 +6,14 @@ tasks that commit their own files, so a restart redoes only the tasks that were 
 
   1. ``signatures`` per part:  MinHash (CPU numba or GPU CuPy) → band hashes, one row per
      (document, band) → ``bands/part-N/bucket-B.arrow``, bucketed by band hash.
-  2. ``edges`` per bucket:  group by (band, hash); link each member to the bucket's smallest
-     key (a star, no all-pairs); optional signature-Jaccard check of each link → undirected
-     edges ``(lo, hi)`` sent to the node partitions of both ends: ``cc/r000/from-B/to-P``.
-  3. ``cc-rNNN`` per node partition, iterated: a partition holds every edge touching its own
-     nodes; a union-find over them gives each node the smallest node of its local component
-     and re-emits the local stars ``(min, node)``. Connectivity is kept, and the edge set is a
+  2. ``edges`` per bucket:  group by (band, hash) (sorted on the GPU where ``device`` is gpu);
+     link each member to the bucket's smallest key (a star, no all-pairs); optional
+     signature-Jaccard check of each link → undirected edges ``(lo, hi)`` sent to the node
+     partitions of both ends: ``cc/r000/from-B/to-P``.
+  3. ``cc-rNNN`` per node partition, iterated (on the GPU past ``GPU_GRAPH_EDGES``): a
+     partition holds every edge touching its own nodes; a union-find over them gives each
+     node the smallest node of its local component and re-emits the local stars
+     ``(min, node)``. Connectivity is kept, and the edge set is a
      fixed point exactly when it is a star forest centred on each component's smallest key.
      A round whose input equals the previous round's input (per-partition digests) ends it.
   4. ``labels`` per node partition: each own node's label = its star centre
@@ -187,6 +189,7 @@ class _EdgeTask:
     partitions: int
     verify: bool
     threshold: float
+    device: str
 
 
 def _gather_signatures(work: str, keys: np.ndarray) -> np.ndarray:
@@ -223,9 +226,14 @@ def _edges_bucket(task: _EdgeTask) -> dict:
     empty = np.empty(0, np.int64)
     src, dst = empty, empty
     if table is not None:
-        src, dst = bucket_stars(table.column("key").to_numpy(), table.column("band").to_numpy(),
-                                table.column("hash").to_numpy())
-        src, dst = unique_edges(src, dst)  # several bands may link the same pair
+        columns = [table.column(c).to_numpy() for c in ("key", "band", "hash")]
+        if _use_gpu(task.device):  # the sorts on the device, the same edges
+            import cupy
+
+            src, dst = unique_edges(*bucket_stars(*map(cupy.asarray, columns)))
+            src, dst = src.get(), dst.get()
+        else:
+            src, dst = unique_edges(*bucket_stars(*columns))  # several bands, one pair
     candidates = len(src)
     if task.verify and len(src):
         sim = signature_similarity(_gather_signatures(task.work, np.concatenate([src, dst])),
@@ -480,8 +488,8 @@ class FuzzyDedup(DatasetStage):
             _SignatureTask(i, str(p), work, nb, params, self.device, self.verify)
             for i, p in enumerate(parts)], keys, gpu)
         edges = ctx.run_phase("edges", _edges_bucket, [
-            _EdgeTask(b, work, len(parts), nb, self.verify, self.threshold)
-            for b in range(nb)], bucket_keys)
+            _EdgeTask(b, work, len(parts), nb, self.verify, self.threshold, self.device)
+            for b in range(nb)], bucket_keys, gpu)
         graph_gpu = gpu if sum(e["edges"] for e in edges) >= GPU_GRAPH_EDGES * nb else {}
         round_device = self.device if graph_gpu else "cpu"
         previous: list[str] | None = None
