@@ -33,6 +33,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                        help="fuzzy_dedup's device (gpu: on the local cluster's GPU worker)")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where the runs go (default: a temporary folder, removed after)")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks"
@@ -48,17 +50,30 @@ def main() -> int:
         lines.append(line)
 
     started = time.monotonic()
-    config = killing.fuzzy_case(base)
+    config = killing.fuzzy_case(base, args.device)
     run_dir = base / "run"
     reference = base / "reference"
     shutil.rmtree(reference, ignore_errors=True)
     killing.reference_run(config, run_dir, reference, base / "reference.log")
     rounds = killing.stats(reference)["stages"][2]["dedup"]["component_rounds"]
     places = killing.fuzzy_phases(rounds)
-    say(f"fuzzy_dedup kill-and-resume: {args.tries} tries, seed {args.seed}, "
+    say(f"fuzzy_dedup (device {args.device}) kill-and-resume: {args.tries} tries, seed "
+        f"{args.seed}, "
         f"{killing.FUZZY_SHARDS} shards, {killing.FUZZY_BUCKETS} buckets, {rounds} component "
         f"rounds; reference run {time.monotonic() - started:.1f} s")
 
+    if args.device == "gpu":  # the GPU reference against the same run on the CPU
+        cpu_config = base / "pipeline-cpu.yaml"
+        cpu_config.write_text(config.read_text().replace("device: gpu", "device: cpu"))
+        cpu = killing.reference_run(cpu_config, run_dir, base / "reference-cpu",
+                                    base / "reference-cpu.log")
+        def kept_and_rejected(run: Path) -> dict[str, bytes]:
+            return {k: v for k, v in killing.outputs(run).items()
+                    if k.startswith(("write_parquet/", "rejected/"))}
+
+        same = kept_and_rejected(cpu) == kept_and_rejected(reference)
+        say(f"GPU reference == CPU reference (every output and rejected file): "
+            f"{'yes' if same else 'NO'}")
     rng = random.Random(args.seed)
     identical, different, missed = 0, [], []
     for i in range(args.tries):

@@ -304,11 +304,11 @@ stages:
 FUZZY_SHARDS, FUZZY_BUCKETS = 24, 32
 
 
-def fuzzy_case(folder: Path) -> Path:
+def fuzzy_case(folder: Path, device: str = "cpu") -> Path:
     """Inputs and config of the fuzzy_dedup kill tests (and ``benchmarks/kill_resume.py``)."""
     inputs = write_inputs(folder / "in", FUZZY_SHARDS, copies=8)
     return dedup_config(folder, inputs,
-                        f"{{type: fuzzy_dedup, buckets: {FUZZY_BUCKETS}, device: cpu}}")
+                        f"{{type: fuzzy_dedup, buckets: {FUZZY_BUCKETS}, device: {device}}}")
 
 
 def fuzzy_phases(rounds: int = 3) -> list[tuple[int, str, int]]:
