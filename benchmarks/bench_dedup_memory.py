@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dedup_product import SHARED, curate_run_sampled, make_corpus
+from bench_dedup_product import SHARED, curate_run_sampled, device_env, make_corpus, write_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 1.10
@@ -29,17 +29,9 @@ def run(stage: str, shingle: str, device: str, parts: Path, work: Path, workers:
     out = work / f"run-{parts.name}-{device}"
     shutil.rmtree(out, ignore_errors=True)
     config = work / f"{parts.name}-{device}.yaml"
-    dedup = f"{{type: {stage}_dedup, device: {device}" + (
-        f", shingle: {shingle}}}" if stage == "fuzzy" else "}")
-    config.write_text("\n".join([
-        f"name: bench-memory-{device}", f"output: {out}",
-        f"executor: {{type: dask, workers: {workers}}}", "stages:",
-        f"  - {{type: read_parquet, path: \"{parts}/part-*.parquet\"}}",
-        f"  - {dedup}", "  - {type: write_parquet}"]) + "\n", encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    wall, peaks = curate_run_sampled(config, env)
+    write_pipeline(config, stage, device, parts, out, workers,
+                   f", shingle: {shingle}" if stage == "fuzzy" else "")
+    wall, peaks = curate_run_sampled(config, device_env(device))
     roles: dict[str, float] = {}
     for role, mb in peaks.per_process.values():
         roles[role] = max(roles.get(role, 0.0), mb)

@@ -248,6 +248,16 @@ def _sample(root: psutil.Process, peaks: Peaks, stop: threading.Event, interval:
         stop.wait(interval)
 
 
+def device_env(device: str) -> dict[str, str]:
+    """The environment of a run on ``device``: curator on the path, the GPUs its cluster sees."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU worker in the CPU run's cluster
+    elif device == "gpu2":
+        env["CUDA_VISIBLE_DEVICES"] = "0,0"  # two GPU workers, one card
+    return env
+
+
 def curate_run_sampled(config: Path, env: dict[str, str]) -> tuple[float, Peaks]:
     """``curate run CONFIG``: its wall seconds and the peak RSS of its process tree (sampled
     every 0.1 s); a failed run stops the benchmark with its output."""
@@ -268,12 +278,13 @@ def curate_run_sampled(config: Path, env: dict[str, str]) -> tuple[float, Peaks]
 
 
 def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
-                   workers: int) -> None:
+                   workers: int, options: str = "") -> None:
+    """read_parquet → ``stage``_dedup (``options``: more of its YAML mapping) → write_parquet."""
     processes = ", processes: true" if device == "gpu2" else ""
     lines = [f"name: bench-{stage}-{device}", f"output: {out}",
              f"executor: {{type: dask, workers: {workers}{processes}}}", "stages:",
              f"  - {{type: read_parquet, path: \"{parts}/part-*.parquet\"}}",
-             f"  - {{type: {stage}_dedup, device: {device.removesuffix('2')}}}",
+             f"  - {{type: {stage}_dedup, device: {device.removesuffix('2')}{options}}}",
              "  - {type: write_parquet}"]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -284,12 +295,7 @@ def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -
         shutil.rmtree(out)
     config = work / f"{stage}-{device}.yaml"
     write_pipeline(config, stage, device, parts, out, workers)
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    if device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU worker in the CPU run's cluster
-    elif device == "gpu2":
-        env["CUDA_VISIBLE_DEVICES"] = "0,0"  # two GPU workers, one card
-    wall, peaks = curate_run_sampled(config, env)
+    wall, peaks = curate_run_sampled(config, device_env(device))
     stats = json.loads((out / "stats.json").read_text())
     entry = next(s for s in stats["stages"] if s["type"] == f"{stage}_dedup")
     kept = pq.read_table(out / "write_parquet", columns=["id"]).column("id").to_pylist()

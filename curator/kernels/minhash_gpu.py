@@ -348,13 +348,13 @@ class GpuMinHasher:
         cp = _cupy()
         buf = string_buffers(array)
         n = len(buf.starts)
+        if n and int(buf.ends.max()) - int(buf.starts.min()) <= self.chunk_bytes:
+            return self._run_whole(buf, bands)
         width = self.params.bands if bands else self.params.num_perm
         dtype = np.uint64 if bands else np.uint32
         result = np.empty((n, width), dtype)
         if n == 0:
             return result
-        if int(buf.ends.max()) - int(buf.starts.min()) <= self.chunk_bytes:
-            return self._run_whole(buf, bands)
         chunks = _plan_chunks(buf.starts, buf.ends, self.chunk_bytes)
         cum_host = _segment_cum(buf.starts, buf.ends)
         starts_d, ends_d = cp.asarray(buf.starts), cp.asarray(buf.ends)
@@ -405,7 +405,6 @@ class GpuMinHasher:
                     slot.stream.synchronize()
                 cp.cuda.runtime.hostUnregister(host_ptr)
         return result
-
 
     def _run_whole(self, buf: Any, bands: bool) -> np.ndarray:
         """Text that fits one chunk (a dataset part): copied over once and hashed on a stream of

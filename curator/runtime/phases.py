@@ -29,7 +29,7 @@ from curator.commit import commit_files, temporary_for, write_json_atomic
 from curator.counts import StageCount
 from curator.runtime.errors import CurationError
 from curator.runtime.executors import WorkerDied
-from curator.runtime.rundir import MANIFESTS, RunDir
+from curator.runtime.rundir import MANIFESTS, REJECTED_COMPRESSION, RunDir
 from curator.stages.context import Decide
 
 
@@ -173,7 +173,8 @@ def _remove_part(task: _RemoveTask) -> dict:
     pending: list[tuple[Path, Path]] = []
     for final, data, compression in (
             (Path(task.out) / f"{key}.parquet", kept, task.compression),
-            (RunDir(task.run_dir).rejected_path(task.stage, key), removed, "snappy")):
+            (RunDir(task.run_dir).rejected_path(task.stage, key), removed,
+             REJECTED_COMPRESSION)):
         pq.write_table(data, temporary_for(final, pending), compression=compression)
     commit_files(pending)
     n_removed = int(np.count_nonzero(drop))

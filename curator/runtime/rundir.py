@@ -14,6 +14,8 @@ from curator.commit import checksum, commit_files, write_json_atomic
 RUN_FILE = "run.json"
 MANIFESTS = "_manifests"
 WORK = "_work"
+#: Compression of the rejected documents every stage writes (``rejected_path``).
+REJECTED_COMPRESSION = "zstd"
 #: Batch job scripts, logs and the job's scheduler file (``curate submit``): not results.
 JOBS = "jobs"
 

@@ -6,10 +6,8 @@ from pathlib import Path
 
 from curator.io.parquet import unify_parts
 from curator.pipeline import Segment
-from curator.runtime.rundir import RunDir
+from curator.runtime.rundir import REJECTED_COMPRESSION, RunDir
 from curator.stages.base import Sink
-
-REJECTED_COMPRESSION = "zstd"
 
 
 def unify_segment(run_dir: RunDir, segment: Segment, keep_intermediate: bool,

@@ -21,7 +21,7 @@ from curator.runtime.budget import FailureBudget
 from curator.runtime.errors import CurationError
 from curator.runtime.isolation import apply_stage, sandboxed
 from curator.runtime.progress import TaskProgress
-from curator.runtime.rundir import RunDir
+from curator.runtime.rundir import REJECTED_COMPRESSION, RunDir
 from curator.stages.base import BatchStage, Filter, Shard, ShardContext, Sink, SinkWriter, Source
 
 INTERMEDIATE_ROW_GROUP = 10_000
@@ -90,7 +90,8 @@ class _ShardOutputs:
             removed = removed.select([ID, REASON])
         if stage not in self.rejected:
             path = self.ctx.temporary_for(self.run_dir.rejected_path(stage, self.task.shard.part))
-            self.rejected[stage] = ParquetPartWriter(path, INTERMEDIATE_ROW_GROUP, "zstd")
+            self.rejected[stage] = ParquetPartWriter(path, INTERMEDIATE_ROW_GROUP,
+                                                     REJECTED_COMPRESSION)
             for schema in self.columns.pop(stage, ()):
                 self.rejected[stage].write(schema.empty_table())
         for failure in self.rejected[stage].write(removed):
