@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -174,7 +175,9 @@ SEGMENT_COPIES = 3
 def wrap_pages(pages: list[str], folder: Path, n_files: int,
                identified_type: str | None = None) -> None:
     """The pages as HTML responses in ``n_files`` gzip WARC files; ``identified_type`` adds a
-    ``WARC-Identified-Payload-Type`` header, as Common Crawl writes (datatrove reads it)."""
+    ``WARC-Identified-Payload-Type`` header, as Common Crawl writes (datatrove reads it). Record
+    ids and dates derive from the page's place, so the same pages give the same files in every
+    call (tables made over several calls compare output digests)."""
     folder.mkdir(parents=True, exist_ok=True)
     for f in range(n_files):
         with open(folder / f"bench-{f:02d}.warc.gz", "wb") as out:
@@ -184,10 +187,13 @@ def wrap_pages(pages: list[str], folder: Path, n_files: int,
                 http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8"),
                                                    ("Content-Length", str(len(payload)))],
                                         protocol="HTTP/1.1")
-                extra = ({"WARC-Identified-Payload-Type": identified_type}
-                         if identified_type else None)
+                url = f"http://bench/{i}"
+                extra = {"WARC-Record-ID": f"<urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, url)}>",
+                         "WARC-Date": "2024-01-01T00:00:00Z"}
+                if identified_type:
+                    extra["WARC-Identified-Payload-Type"] = identified_type
                 writer.write_record(writer.create_warc_record(
-                    f"http://bench/{i}", "response", payload=io.BytesIO(payload),
+                    url, "response", payload=io.BytesIO(payload),
                     http_headers=http, warc_headers_dict=extra))
 
 

@@ -35,6 +35,9 @@ def main() -> None:
     parser.add_argument("--workers", default=None,
                         help="Comma-separated counts; default 1, 2, 4, ... up to the cores.")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results_scaling_extract.md")
+    parser.add_argument("--base", default=None, metavar="W:SECONDS:RUN_S",
+                        help="Baseline run of an earlier call on the same data (same digest), "
+                             "e.g. 1:334.2:332.9; default the smallest worker count run here.")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
     counts = [int(w) for w in args.workers.split(",")] if args.workers else \
@@ -63,8 +66,12 @@ stages:
                    "kept": stage["write_parquet"]["kept"], "digest": digest(out),
                    "start_s": stats.get("executor_start_seconds", 0.0), **utilisation(stats, w)}
         print(f"{w:>3} workers: {seconds:7.1f} s", flush=True)
-    first = min(rows)
-    base, base_run = rows[first]["seconds"] * first, rows[first]["run_s"] * first
+    if args.base:
+        first, first_s, first_run = (float(x) for x in args.base.split(":"))
+        base, base_run = first_s * first, first_run * first
+    else:
+        first = min(rows)
+        base, base_run = rows[first]["seconds"] * first, rows[first]["run_s"] * first
     lines = ["# Scaling of the extraction segment (read_warc → extract_html → langid → "
              "heuristic_filter)", "",
              f"Machine: {os.cpu_count()} cores ({cpu_model()}), Python "
@@ -72,6 +79,8 @@ stages:
              "pipeline.yaml --workers W`.", "",
              f"Data: {len(pages)} real HTML pages ({len(pages) // args.copies} distinct, "
              f"{args.copies} copies with distinct URLs) in {args.files} WARC files.", "",
+             *([f"Speed-ups against the {first:g}-worker run of an earlier call: "
+                f"{args.base}.", ""] if args.base else []),
              "| workers | seconds | pages/s | speed-up | efficiency | run s | efficiency (run s) "
              "| cluster start s | task span s | tasks running (mean) | extract task-s | kept "
              "| output digest |",
