@@ -3,9 +3,9 @@
 The body starts the Dask scheduler on the first host (scheduler file in the run directory, on
 shared storage), one launcher per host (``mpirun``/``srun`` runs this same script with ``node``)
 that starts the GPU workers (one per GPU, ``GPU_TASKS`` threads and as much ``GPU`` resource: a GPU
-task asks for 1, so that many parts are in flight per card) and
-CPU workers (``CUDA_VISIBLE_DEVICES`` empty), then ``curate run --scheduler-file`` and tears the
-cluster down however the job ends. Rationale: docs/scale-out.md.
+task asks for 1, so that many parts are in flight per card) and CPU workers
+(``CUDA_VISIBLE_DEVICES`` empty), each worker with one ``GIL`` (executors.GIL), then ``curate run
+--scheduler-file`` and tears the cluster down however the job ends. Rationale: docs/scale-out.md.
 """
 
 from __future__ import annotations
@@ -153,19 +153,20 @@ run_node() {  # on every host: GPU workers, CPU workers; until killed
     if "${RUN_IN[@]}" "$PYTHON" -c 'import dask_cuda' 2>/dev/null; then
       CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${gpus[*]}") "${RUN_IN[@]}" "$PYTHON" -m dask cuda \
         worker --scheduler-file "$SCHEDULER_FILE" --local-directory "$NODE_SCRATCH" \
-        --nthreads "$GPU_TASKS" --resources "GPU=$GPU_TASKS" --death-timeout 60 \
+        --nthreads "$GPU_TASKS" --resources "GPU=$GPU_TASKS GIL=1" --death-timeout 60 \
         "${IFACE_ARGS[@]}" &
       pids+=($!)
     else
       for g in "${gpus[@]}"; do
-        CUDA_VISIBLE_DEVICES=$g worker --nthreads "$GPU_TASKS" --resources "GPU=$GPU_TASKS" &
+        CUDA_VISIBLE_DEVICES=$g worker --nthreads "$GPU_TASKS" --resources "GPU=$GPU_TASKS GIL=1" &
         pids+=($!)
       done
     fi
   fi
   cpus=${CPU_WORKERS:-$(( $(nproc) - ${#gpus[@]} ))}
   if [ "$cpus" -lt 1 ]; then cpus=1; fi
-  CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=1 worker --nthreads 1 --nworkers "$cpus" &
+  CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=1 worker --nthreads 1 --nworkers "$cpus" \
+    --resources GIL=1 &
   pids+=($!)
   echo "$(( ${#gpus[@]} + cpus ))" > "$READY_DIR/.$(hostname)-$$"
   mv "$READY_DIR/.$(hostname)-$$" "$READY_DIR/$(hostname)-$$"

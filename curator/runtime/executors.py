@@ -38,6 +38,11 @@ CONNECT_TIMEOUT_S = 5
 #: asks for 1): parts in flight per card, one read while another is hashed and a third's output
 #: written. A threaded cluster (stages that release the GIL) lets every thread run one.
 GPU_TASKS = 4
+#: A resource every worker process we start offers once. A task of a segment that holds the GIL
+#: asks for one where a worker runs several threads (a GPU worker), so that worker runs one such
+#: task at a time beside its GPU tasks, not GPU_TASKS of them sharing one interpreter (each then
+#: at a fraction of a core: a tail of several tasks' length at the end of a segment).
+GIL = "GIL"
 
 
 def visible_gpus() -> list[str]:
@@ -152,16 +157,16 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
 
         share = str(max(1, (os.cpu_count() or 1) // n))
 
-        def worker(env: dict[str, str], resources: dict[str, float] | None = None) -> dict:
+        def worker(env: dict[str, str], gpu_tasks: int = 0) -> dict:
             return {"cls": Nanny, "options": {
-                "nthreads": int(resources["GPU"]) if resources else 1, "host": "127.0.0.1",
-                "env": env, "resources": resources,
+                "nthreads": gpu_tasks or 1, "host": "127.0.0.1", "env": env,
+                "resources": {GIL: 1, **({"GPU": gpu_tasks} if gpu_tasks else {})},
                 "silence_logs": logging.CRITICAL, "preload": ["curator.runtime.worker_setup"]}}
 
         specs = {f"cpu-{i}": worker({"OMP_NUM_THREADS": share, "CUDA_VISIBLE_DEVICES": ""})
                  for i in range(n)}
         specs.update({f"gpu-{i}": worker({"OMP_NUM_THREADS": share,
-                                          "CUDA_VISIBLE_DEVICES": device}, {"GPU": GPU_TASKS})
+                                          "CUDA_VISIBLE_DEVICES": device}, GPU_TASKS)
                       for i, device in enumerate(visible_gpus()[:gpus])})
         with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver",
                               **QUIET}):
@@ -221,7 +226,7 @@ class DaskExecutor(Executor):
         from distributed.client import FutureCancelledError
         from distributed.comm import CommClosedError
 
-        self._check_resources(resources)
+        resources = self._check_resources(resources)
         token = uuid.uuid4().hex[:8]
         futures = [self.client.submit(fn, task, key=f"{key}-{token}", pure=False, retries=1,
                                       resources=resources or None)
@@ -248,13 +253,20 @@ class DaskExecutor(Executor):
         workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
         return any(w.get("resources", {}).get(resource, 0) > 0 for w in workers)
 
-    def _check_resources(self, resources: dict[str, float]) -> None:
-        """Refuse at once (instead of waiting forever) when no worker offers a resource."""
-        workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
+    def _check_resources(self, resources: dict[str, float]) -> dict[str, float]:
+        """The resources to ask for: ``GIL`` only where it matters (some worker runs several
+        threads) and every worker offers it; refuse at once (instead of waiting forever) when
+        no worker offers another."""
+        workers = list(self.client.scheduler_info(n_workers=-1)["workers"].values())
+        if GIL in resources and not (
+                any(w.get("nthreads", 1) > 1 for w in workers)
+                and all(w.get("resources", {}).get(GIL, 0) >= 1 for w in workers)):
+            resources = {k: v for k, v in resources.items() if k != GIL}
         for name, amount in resources.items():
             if not any(w.get("resources", {}).get(name, 0) >= amount for w in workers):
                 raise ExecutorError(f"the stage needs {name}={amount} but no Dask worker offers "
                                     "it; start GPU workers (dask-cuda-worker) or run on a GPU node")
+        return resources
 
     def close(self) -> None:
         self.client.close()

@@ -13,7 +13,7 @@ from typing import Any
 from curator.batch import Shard
 from curator.pipeline import PipelineModel, Segment
 from curator.plugins import load_imports
-from curator.runtime.executors import ExecutorPool
+from curator.runtime.executors import GIL, ExecutorPool
 from curator.runtime.main_guard import leave_if_importing_main
 from curator.runtime.phases import PhaseContext
 from curator.runtime.progress import ProgressReporter
@@ -171,7 +171,10 @@ def _run_segment(ex: Any, segment: Segment, shards: list[Shard], run_dir: RunDir
                    {t.key: t.shard for t in tasks})
     new = []
     try:
-        for manifest in run_shard_tasks(ex, tasks, segment.resources()):
+        resources = segment.resources()
+        if segment.holds_gil() and "GPU" not in resources:  # GPU tasks keep parts in flight
+            resources[GIL] = 1
+        for manifest in run_shard_tasks(ex, tasks, resources):
             new.append(manifest)
             reporter.advance(keys[manifest["part"]], manifest["stages"][0]["in"])
     finally:

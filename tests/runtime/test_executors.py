@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -160,3 +162,42 @@ def test_two_gpu_workers_share_one_card_each_with_parts_in_flight(tmp_path, monk
 
     in_flight = [most_at_once(v) for v in spans.values()]
     assert max(in_flight) > 1 and max(in_flight) <= GPU_TASKS
+
+
+class RecordSpan(BatchStage):
+    """A CPU stage that holds the GIL: tags each document with its worker and the time span of
+    its task."""
+
+    type = "test_record_span"
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        import time
+
+        from distributed import get_worker
+
+        start = time.time()
+        time.sleep(0.3)
+        n = len(batch)
+        return BatchResult(kept=batch.append_column("worker", pa.array([get_worker().address] * n))
+                           .append_column("span", pa.array([[start, time.time()]] * n)))
+
+
+def test_gil_bound_tasks_run_one_at_a_time_on_a_gpu_worker(tmp_path, monkeypatch):
+    """A GPU worker runs GPU_TASKS threads; tasks of a stage that holds the GIL still run one at
+    a time in every worker process, the GPU worker included (it takes its share of them)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    inputs = tmp_path / "in"
+    write_shards(inputs, 12)
+    Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), RecordSpan(), WriteParquet()],
+             executor=ExecutorConfig(processes=True)).run(
+        output=tmp_path / "run", executor="dask", workers=1, progress=False)
+    assert_accounting(tmp_path / "run")
+    table = pq.read_table(tmp_path / "run" / "write_parquet")
+    spans: dict[str, set[tuple[float, float]]] = {}
+    for worker, span in zip(table.column("worker").to_pylist(),
+                            table.column("span").to_pylist(), strict=True):
+        spans.setdefault(worker, set()).add(tuple(span))
+    assert len(spans) == 2  # the CPU worker and the GPU worker both took tasks
+    for intervals in spans.values():
+        ordered = sorted(intervals)
+        assert all(end <= start for (_, end), (start, _) in pairwise(ordered))
