@@ -211,7 +211,8 @@ def make_corpus(folder: Path, gb: float, part_mb: float, seed: int, corpus: Path
 # ------------------------------------------------------------------------------------ runs
 @dataclass
 class Peaks:
-    """Peak RSS per process of a tree (MiB), and of the tree's sum."""
+    """Peak RSS per process of a tree (MiB: the kernel's high-water mark, VmHWM, read at each
+    sample, so that a spike between samples counts), and of the tree's sum (sampled)."""
 
     per_process: dict[int, tuple[str, float]] = field(default_factory=dict)
     tree: float = 0.0
@@ -229,6 +230,17 @@ def _role(proc: psutil.Process, root: int) -> str:
     return "worker" if "spawn_main" in cmd or "forkserver" in cmd else "process"
 
 
+def _high_water_mb(pid: int) -> float:
+    """The process's peak RSS so far (Linux ``VmHWM``; 0 where there is none)."""
+    status = Path(f"/proc/{pid}/status")
+    if not status.exists():
+        return 0.0
+    for line in status.read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def _sample(root: psutil.Process, peaks: Peaks, stop: threading.Event, interval: float) -> None:
     while not stop.is_set():
         total = 0.0
@@ -239,11 +251,12 @@ def _sample(root: psutil.Process, peaks: Peaks, stop: threading.Event, interval:
         for proc in tree:
             try:
                 rss = proc.memory_info().rss / 2**20
-            except psutil.Error:
+                high = _high_water_mb(proc.pid)
+            except (psutil.Error, OSError):
                 continue
             total += rss
             role, best = peaks.per_process.get(proc.pid, (None, 0.0))
-            peaks.per_process[proc.pid] = (role or _role(proc, root.pid), max(best, rss))
+            peaks.per_process[proc.pid] = (role or _role(proc, root.pid), max(best, rss, high))
         peaks.tree = max(peaks.tree, total)
         stop.wait(interval)
 

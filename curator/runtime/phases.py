@@ -29,6 +29,7 @@ from curator.commit import commit_files, temporary_for, write_json_atomic
 from curator.counts import StageCount
 from curator.runtime.errors import CurationError
 from curator.runtime.executors import WorkerDied
+from curator.runtime.memory import memory_returned
 from curator.runtime.rundir import MANIFESTS, REJECTED_COMPRESSION, RunDir
 from curator.stages.context import Decide
 
@@ -137,7 +138,8 @@ class PhaseContext:
 
 def _keyed(item: tuple[Callable[[Any], dict], Any, str]) -> tuple[str, dict]:
     fn, task, key = item
-    return key, fn(task)
+    with memory_returned():
+        return key, fn(task)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from curator.runtime.errors import CurationError
 from curator.runtime.executors import Executor, WorkerDied
+from curator.runtime.memory import memory_returned
 from curator.runtime.shard_task import ShardTask, run_shard_task
 
 log = logging.getLogger("curator")
@@ -27,10 +28,11 @@ class _Stopped:
 
 
 def _run(task: ShardTask) -> dict[str, Any] | _Stopped:
-    try:
-        return run_shard_task(task)
-    except CurationError as err:
-        return _Stopped(err)
+    with memory_returned():
+        try:
+            return run_shard_task(task)
+        except CurationError as err:
+            return _Stopped(err)
 
 
 def run_shard_tasks(ex: Executor, tasks: list[ShardTask],
