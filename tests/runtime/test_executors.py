@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import pairwise
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -116,11 +116,11 @@ def test_local_cluster_has_one_gpu_worker_per_device(tmp_path, monkeypatch):
     assert set(devices) <= {"0", "1"} and devices
 
 
-class RecordGpuSlot(RecordWorker):
-    """A stand-in GPU stage that takes a while: tags each document with its worker, device and
-    the time span the task held its GPU slot."""
+class RecordSpan(BatchStage):
+    """A stage that takes a while (and holds the GIL, as stages do by default): tags each
+    document with its worker, device and the time span of its task."""
 
-    type = "test_record_gpu_slot"
+    type = "test_record_span"
 
     def process(self, batch: pa.Table) -> BatchResult:
         import os
@@ -137,67 +137,53 @@ class RecordGpuSlot(RecordWorker):
                            .append_column("span", pa.array([[start, time.time()]] * n)))
 
 
+class RecordGpuSlot(RecordSpan):
+    """The same as a GPU stage: the span is the time its task held a GPU slot."""
+
+    type = "test_record_gpu_slot"
+
+    def resources(self) -> dict[str, float]:
+        return {"GPU": 1}
+
+
+def _spans_by_worker(tmp_path: Path, stage: BatchStage, shards: int) -> dict[str, list]:
+    """Run ``stage`` over ``shards`` on a cluster of worker processes (one CPU worker, the GPU
+    workers of CUDA_VISIBLE_DEVICES); each worker's task spans, and every document's device."""
+    inputs = tmp_path / "in"
+    write_shards(inputs, shards)
+    Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), stage, WriteParquet()],
+             executor=ExecutorConfig(processes=True)).run(
+        output=tmp_path / "run", executor="dask", workers=1, progress=False)
+    assert_accounting(tmp_path / "run")
+    table = pq.read_table(tmp_path / "run" / "write_parquet")
+    spans: dict[str, set[tuple[float, float]]] = {}
+    for worker, span in zip(table.column("worker").to_pylist(),
+                            table.column("span").to_pylist(), strict=True):
+        spans.setdefault(worker, set()).add(tuple(span))
+    return {"spans": spans, "devices": set(table.column("device").to_pylist())}
+
+
+def _most_at_once(intervals: set[tuple[float, float]]) -> int:
+    return max(sum(s <= t < e for s, e in intervals) for t, _ in intervals)
+
+
 def test_two_gpu_workers_share_one_card_each_with_parts_in_flight(tmp_path, monkeypatch):
     """CUDA_VISIBLE_DEVICES=0,0: two GPU workers on device 0; each runs up to GPU_TASKS GPU
     tasks at once (parts in flight), never more, and GPU tasks run nowhere else."""
     from curator.runtime.executors import GPU_TASKS
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,0")
-    inputs = tmp_path / "in"
-    write_shards(inputs, 16)
-    Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), RecordGpuSlot(), WriteParquet()],
-             executor=ExecutorConfig(processes=True)).run(
-        output=tmp_path / "run", executor="dask", workers=1, progress=False)
-    assert_accounting(tmp_path / "run")
-    table = pq.read_table(tmp_path / "run" / "write_parquet")
-    assert set(table.column("device").to_pylist()) == {"0"}
-    spans: dict[str, set[tuple[float, float]]] = {}
-    for worker, span in zip(table.column("worker").to_pylist(),
-                            table.column("span").to_pylist(), strict=True):
-        spans.setdefault(worker, set()).add(tuple(span))
-    assert len(spans) == 2  # both GPU workers took parts
-
-    def most_at_once(intervals: set[tuple[float, float]]) -> int:
-        return max(sum(s <= t < e for s, e in intervals) for t, _ in intervals)
-
-    in_flight = [most_at_once(v) for v in spans.values()]
+    seen = _spans_by_worker(tmp_path, RecordGpuSlot(), 16)
+    assert seen["devices"] == {"0"}
+    assert len(seen["spans"]) == 2  # both GPU workers took parts
+    in_flight = [_most_at_once(v) for v in seen["spans"].values()]
     assert max(in_flight) > 1 and max(in_flight) <= GPU_TASKS
-
-
-class RecordSpan(BatchStage):
-    """A CPU stage that holds the GIL: tags each document with its worker and the time span of
-    its task."""
-
-    type = "test_record_span"
-
-    def process(self, batch: pa.Table) -> BatchResult:
-        import time
-
-        from distributed import get_worker
-
-        start = time.time()
-        time.sleep(0.3)
-        n = len(batch)
-        return BatchResult(kept=batch.append_column("worker", pa.array([get_worker().address] * n))
-                           .append_column("span", pa.array([[start, time.time()]] * n)))
 
 
 def test_gil_bound_tasks_run_one_at_a_time_on_a_gpu_worker(tmp_path, monkeypatch):
     """A GPU worker runs GPU_TASKS threads; tasks of a stage that holds the GIL still run one at
     a time in every worker process, the GPU worker included (it takes its share of them)."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    inputs = tmp_path / "in"
-    write_shards(inputs, 12)
-    Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), RecordSpan(), WriteParquet()],
-             executor=ExecutorConfig(processes=True)).run(
-        output=tmp_path / "run", executor="dask", workers=1, progress=False)
-    assert_accounting(tmp_path / "run")
-    table = pq.read_table(tmp_path / "run" / "write_parquet")
-    spans: dict[str, set[tuple[float, float]]] = {}
-    for worker, span in zip(table.column("worker").to_pylist(),
-                            table.column("span").to_pylist(), strict=True):
-        spans.setdefault(worker, set()).add(tuple(span))
-    assert len(spans) == 2  # the CPU worker and the GPU worker both took tasks
-    for intervals in spans.values():
-        ordered = sorted(intervals)
-        assert all(end <= start for (_, end), (start, _) in pairwise(ordered))
+    seen = _spans_by_worker(tmp_path, RecordSpan(), 12)
+    assert seen["devices"] == {"", "0"}  # the CPU worker and the GPU worker both took tasks
+    assert [_most_at_once(v) for v in seen["spans"].values()] == [1, 1]
