@@ -5,6 +5,10 @@ and the ratio. Flat means every process's ratio within 1.10.
 
     python benchmarks/bench_dedup_memory.py --gb 0.12 --factor 4 --devices cpu --workers 2
 
+Input files of 30 MB by default, so that both corpora keep every worker busy from the start; with
+150 MB files (``--part-mb 150``) the small corpus is one file, read by one task while the other
+workers wait, and it was not flat on the H200 (results_dedup_memory.md).
+
 The corpora are bench_dedup_product's (mostly unique recombined English and Japanese sentences,
 planted near-duplicates); peaks are sampled every 0.1 s over the run's process tree.
 """
@@ -49,7 +53,7 @@ def main() -> None:
     ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")
     ap.add_argument("--shingle", choices=["char", "word"], default="word")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--part-mb", type=float, default=150.0)
+    ap.add_argument("--part-mb", type=float, default=30.0, help="MB of text per input file")
     ap.add_argument("--corpus", type=Path, default=SHARED)
     ap.add_argument("--no-warm", dest="warm", action="store_false",
                     help="skip the warm-up runs on a tiny corpus (kernel caches)")
