@@ -10,7 +10,8 @@ Input files of 30 MB by default, so that both corpora keep every worker busy fro
 workers wait, and it was not flat on the H200 (results_dedup_memory.md).
 
 The corpora are bench_dedup_product's (mostly unique recombined English and Japanese sentences,
-planted near-duplicates); peaks are sampled every 0.1 s over the run's process tree.
+planted near-duplicates); each process's peak is the kernel's high-water mark (VmHWM), read
+every 0.1 s while it runs.
 """
 
 from __future__ import annotations

@@ -272,8 +272,8 @@ def device_env(device: str) -> dict[str, str]:
 
 
 def curate_run_sampled(config: Path, env: dict[str, str]) -> tuple[float, Peaks]:
-    """``curate run CONFIG``: its wall seconds and the peak RSS of its process tree (sampled
-    every 0.1 s); a failed run stops the benchmark with its output."""
+    """``curate run CONFIG``: its wall seconds and the peak RSS of its processes and of their
+    sum (see ``Peaks``); a failed run stops the benchmark with its output."""
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "curator", "run", str(config)], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -372,7 +372,8 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
                      f"{r['max_worker_mb']:.0f} ({r['workers_seen']}) | "
                      f"{r['max_process_mb']:.0f} | {r['tree_mb']:.0f} | {r['kept']:,} | "
                      f"{r['removed']:,} |")
-    lines += ["", "Peak RSS sampled every 0.1 s over the run's process tree (a pipeline whose "
+    lines += ["", "Peak RSS per process: the kernel's high-water mark (VmHWM), read every 0.1 s; "
+              "the tree sum is sampled every 0.1 s (a pipeline whose "
               "stages all release the GIL runs its workers as threads of the driver: no worker "
               "processes then).", "",
               "Per-phase seconds (stats.json `phases`; tasks in brackets):", ""]

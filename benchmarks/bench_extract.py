@@ -333,9 +333,10 @@ def reader_speed_apart(pattern: str, repeat: int) -> list[str]:
     return [*lines, ""]
 
 
-def reader_speed(pattern: str, repeat: int, lines: list[str]) -> None:
+def reader_speed(pattern: str, repeat: int) -> None:
     """read_warc_batches against FastWARC's loops over the same files: rounds of the three in
-    turn (load on a shared machine hits all alike), best wall and best CPU seconds of each."""
+    turn (load on a shared machine hits all alike), best wall and best CPU seconds of each,
+    printed as a table."""
     paths = [s.path for s in list_shards(pattern)]
     loops = {"bytes": lambda: fastwarc_iterate(paths),
              "decode": lambda: fastwarc_iterate(paths, decode=True),
@@ -354,7 +355,7 @@ def reader_speed(pattern: str, repeat: int, lines: list[str]) -> None:
         return (f"{clock['bytes'] / clock['curator']:.3f} of the bytes loop, "
                 f"{clock['decode'] / clock['curator']:.3f} of the decoding loop")
 
-    lines += ["WARC reading, same files: FastWARC iterating the HTML responses and reading their "
+    lines = ["WARC reading, same files: FastWARC iterating the HTML responses and reading their "
               "payloads (no charset decoding; it stops at the first unparsable record of a file, "
               "and counts redirects and error pages) against read_warc_batches (2xx HTML "
               "payloads read, length-checked, charset-decoded into an Arrow table; ARC through "
@@ -403,10 +404,10 @@ def main() -> None:
     corpus = Path(args.corpus)
     if args.only == "reader":
         if args.pattern:
-            reader_speed(args.pattern, args.repeat, [])
+            reader_speed(args.pattern, args.repeat)
             return
         with tempfile.TemporaryDirectory() as tmp:
-            reader_speed(stage_warcs(corpus, Path(tmp), load_sets(corpus)), args.repeat, [])
+            reader_speed(stage_warcs(corpus, Path(tmp), load_sets(corpus)), args.repeat)
         return
     lines = ["# HTML extraction and WARC reading", "",
              f"Command: `python benchmarks/bench_extract.py --repeat {args.repeat}`; "
