@@ -173,6 +173,9 @@ def quality(corpus: Path, lines: list[str]) -> None:
 
 # ------------------------------------------------------------------------------ speed
 SEGMENT_COPIES = 3
+#: Rounds of the reader table per --repeat: each loop reads the files in about 0.15 s, so the
+#: best of few rounds still carries the machine's noise (0.89-0.95 over session 8's runs).
+READER_ROUNDS = 10
 
 
 def wrap_pages(pages: list[str], folder: Path, n_files: int,
@@ -343,7 +346,7 @@ def reader_speed(pattern: str, repeat: int) -> None:
              "curator": lambda: curator_read(paths)}
     wall = dict.fromkeys(loops, float("inf"))
     cpu = dict.fromkeys(loops, float("inf"))
-    for _ in range(repeat * 3):
+    for _ in range(READER_ROUNDS * repeat):
         for name, work in loops.items():
             started, used = time.perf_counter(), time.process_time()
             work()
@@ -359,9 +362,9 @@ def reader_speed(pattern: str, repeat: int) -> None:
               "payloads (no charset decoding; it stops at the first unparsable record of a file, "
               "and counts redirects and error pages) against read_warc_batches (2xx HTML "
               "payloads read, length-checked, charset-decoded into an Arrow table; ARC through "
-              f"warcio; resumes after damage). Best of {repeat * 3} rounds, the three loops in "
-              "turn, in a process of their own; CPU seconds are that process's (less sensitive "
-              "to other jobs).", "",
+              f"warcio; resumes after damage). Best of {READER_ROUNDS * repeat} rounds, the three "
+              "loops in turn, in a process of their own; CPU seconds are that process's (less "
+              "sensitive to other jobs).", "",
               "| reader | wall s | CPU s | HTML responses |", "|---|---|---|---|",
               f"| FastWARC, payload bytes | {wall['bytes']:.3f} | {cpu['bytes']:.3f} | "
               f"{n_fast} |",
@@ -379,8 +382,10 @@ def segment_speed(sets: dict, work: Path, repeat: int, lines: list[str]) -> None
     wrap_pages(bench_pages * SEGMENT_COPIES, work / "segment", 16)
     pattern = f"{work}/segment/*"
     n_segment = len(bench_pages) * SEGMENT_COPIES
-    one = min(segment_run(work, pattern, 1) for _ in range(repeat))
-    two = min(segment_run(work, pattern, 2) for _ in range(repeat))
+    one = two = float("inf")
+    for _ in range(repeat):  # interleaved: a busy spell on the machine hits both alike
+        one = min(one, segment_run(work, pattern, 1))
+        two = min(two, segment_run(work, pattern, 2))
     lines += ["Segment through the product path: `curate run` read_warc -> extract_html "
               "(trafilatura) -> write_parquet, `executor: {type: dask, processes: true}` (the "
               f"benchmark pages wrapped {SEGMENT_COPIES} times over into 16 files, "

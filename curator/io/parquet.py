@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,49 @@ from curator.io.files import open_binary
 from curator.io.records import ColumnMap
 from curator.io.schema import conform, unified_schema
 
+#: Marks a shard that is a run of a file's row groups: ``<url>#row_groups=<first>-<end>``.
+ROW_GROUPS_MARK = "#row_groups="
+
+
+def row_group_shards(shard: Shard, shard_bytes: int) -> list[Shard]:
+    """``shard`` (one Parquet file) as runs of consecutive row groups of about ``shard_bytes``
+    uncompressed bytes each; the file itself where it has one run. Each keeps the file's label,
+    so ids made from positions and error positions are those of the whole file."""
+    with open_binary(shard.path) as raw:
+        meta = pq.ParquetFile(raw).metadata
+    groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+    runs: list[tuple[int, int]] = []
+    first, gathered = 0, 0
+    for i, group in enumerate(groups):
+        gathered += group.total_byte_size
+        if gathered >= shard_bytes or i == len(groups) - 1:
+            runs.append((first, i + 1))
+            first, gathered = i + 1, 0
+    if len(runs) <= 1:
+        return [shard]
+    return [replace(shard, path=f"{shard.path}{ROW_GROUPS_MARK}{a}-{b}",
+                    size=sum(_stored_bytes(g) for g in groups[a:b])) for a, b in runs]
+
+
+def _stored_bytes(group: pq.RowGroupMetaData) -> int:
+    return sum(group.column(j).total_compressed_size for j in range(group.num_columns))
+
+
+def _split_row_groups(path: str) -> tuple[str, range | None]:
+    url, mark, spec = path.partition(ROW_GROUPS_MARK)
+    if not mark:
+        return path, None
+    first, end = spec.split("-")
+    return url, range(int(first), int(end))
+
 
 def read_parquet_batches(shard: Shard, batch_bytes: int, stage: str, columns: ColumnMap,
                          selected: list[str] | None = None) -> Iterator[SourceBatch]:
-    """Stream a Parquet file in batches of about ``batch_bytes`` (an empty file: one empty
+    """Stream a Parquet file (or the run of its row groups that ``shard`` names) in batches of
+    about ``batch_bytes``; positions count rows from the file's start (an empty file: one empty
     batch, which tells the writers its columns)."""
-    with open_binary(shard.path) as raw:
+    url, groups = _split_row_groups(shard.path)
+    with open_binary(url) as raw:
         file = pq.ParquetFile(raw)
         meta = file.metadata
         if meta.num_rows == 0:
@@ -31,8 +69,9 @@ def read_parquet_batches(shard: Shard, batch_bytes: int, stage: str, columns: Co
                                     np.arange(0), stage, shard)
             return
         rows_per_batch = max(1, batch_bytes // _bytes_per_row(meta))
-        start = 0
-        for record_batch in file.iter_batches(batch_size=rows_per_batch, columns=selected):
+        start = sum(meta.row_group(i).num_rows for i in range(groups.start)) if groups else 0
+        for record_batch in file.iter_batches(batch_size=rows_per_batch, columns=selected,
+                                              row_groups=groups):
             table = pa.Table.from_batches([record_batch])
             positions = np.arange(start, start + table.num_rows)
             start += table.num_rows

@@ -308,7 +308,8 @@ def fuzzy_case(folder: Path, device: str = "cpu") -> Path:
     """Inputs and config of the fuzzy_dedup kill tests (and ``benchmarks/kill_resume.py``)."""
     inputs = write_inputs(folder / "in", FUZZY_SHARDS, copies=8)
     return dedup_config(folder, inputs,
-                        f"{{type: fuzzy_dedup, buckets: {FUZZY_BUCKETS}, device: {device}}}")
+                        f"{{type: fuzzy_dedup, buckets: {FUZZY_BUCKETS}, device: {device}, "
+                        "whole_graph_edges: 0}")  # the component rounds, each a phase to cut
 
 
 def fuzzy_phases(rounds: int = 3) -> list[tuple[int, str, int]]:

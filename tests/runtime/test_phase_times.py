@@ -72,12 +72,11 @@ def test_fuzzy_dedup_phases(shards, tmp_path, dask_scheduler):
                          progress=False).stats
     stage = _stage(stats, "fuzzy_dedup")
     phases = stage["phases"]
-    rounds = [p for p in phases if p.startswith("cc-r")]
-    assert len(rounds) == stage["dedup"]["component_rounds"]
-    assert list(phases) == ["signatures", "edges", *rounds, "labels", "members", "clusters",
+    assert stage["dedup"]["component_rounds"] == 0  # a small graph: one task, no rounds
+    assert list(phases) == ["signatures", "edges", "components", "members", "clusters",
                             "remove"]
-    _check(phases, {"signatures": N_SHARDS, "edges": 2, **dict.fromkeys(rounds, 2),
-                    "labels": 2, "members": N_SHARDS, "clusters": 2, "remove": N_SHARDS})
+    _check(phases, {"signatures": N_SHARDS, "edges": 2, "components": 1, "members": N_SHARDS,
+                    "clusters": 2, "remove": N_SHARDS})
 
 
 def test_timeline_lists_each_shard_task_of_this_run(shards, tmp_path, dask_scheduler):

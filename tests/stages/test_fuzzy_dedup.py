@@ -58,6 +58,8 @@ def inputs(tmp_path_factory):
 
 
 def _pipeline(folder, **params) -> Pipeline:
+    """The component rounds unless ``params`` say otherwise (``whole_graph_edges=0``)."""
+    params = {"whole_graph_edges": 0, **params}
     return Pipeline([ReadJsonl(path=f"{folder}/*.jsonl"), LengthFilter(min_chars=1),
                      FuzzyDedup(buckets=3, device="cpu", **params), WriteParquet()],
                     name="fuzzy")
@@ -140,23 +142,25 @@ def test_fuzzy_dedup_resumes_cut_component_rounds_and_is_worker_independent(
     assert _outputs(single) == reference
 
 
-@pytest.mark.parametrize("gpu_rounds", [False, True], ids=["cpu-rounds", "gpu-rounds"])
-def test_fuzzy_dedup_gpu_gives_cpu_clusters(inputs, tmp_path, monkeypatch, gpu_rounds):
+@pytest.mark.parametrize("graph", ["one-task", "cpu-rounds", "gpu-rounds"])
+def test_fuzzy_dedup_gpu_gives_cpu_clusters(inputs, tmp_path, monkeypatch, graph):
     """On the GPU: signatures always; component rounds too past GPU_GRAPH_EDGES (0 here)."""
     from curator.kernels.minhash_gpu import gpu_available
     from curator.stages.dedup import fuzzy
 
     if not gpu_available():
         pytest.skip("no GPU")
-    if gpu_rounds:
+    if graph == "gpu-rounds":
         monkeypatch.setattr(fuzzy, "GPU_GRAPH_EDGES", 0)
+    whole = fuzzy.WHOLE_GRAPH_EDGES if graph == "one-task" else 0
     folder, _, _ = inputs
     runs = {}
     for device in ("cpu", "gpu"):
         run = tmp_path / device
         Pipeline([ReadJsonl(path=f"{folder}/*.jsonl"), LengthFilter(min_chars=1),
-                  FuzzyDedup(buckets=3, device=device, verify=True), WriteParquet()],
-                 name="fuzzy").run(output=run, executor="local", progress=False)
+                  FuzzyDedup(buckets=3, device=device, verify=True, whole_graph_edges=whole),
+                  WriteParquet()], name="fuzzy").run(output=run, executor="local",
+                                                     progress=False)
         runs[device] = _clusters(run)
     assert runs["gpu"] == runs["cpu"]
 
@@ -201,6 +205,38 @@ def test_a_run_killed_in_any_phase_resumes_to_the_same_output(cut, inputs, refer
     assert_accounting(run)
 
 
+def test_components_in_one_task_write_the_rounds_labels_and_resume(inputs, reference_run,
+                                                                    tmp_path, dask_scheduler):
+    """The default for a small graph: one ``components`` task instead of the rounds and the
+    labels phase; the same label files byte for byte, the same output, and a run cut before
+    that task committed resumes to it."""
+    folder, _, _ = inputs
+    run = tmp_path / "run"
+    pipeline = _pipeline(folder, whole_graph_edges=10_000)
+    pipeline.run(output=run, scheduler=dask_scheduler, progress=False)
+    work, ref_work = run / "_work" / "segment-01", reference_run / "_work" / "segment-01"
+    assert not list(work.glob("cc-r*")) and not (work / "labels" / "_done").exists()
+    labels = sorted(p.relative_to(work) for p in (work / "labels").rglob("*.arrow"))
+    assert labels == sorted(p.relative_to(ref_work)
+                            for p in (ref_work / "labels").rglob("*.arrow"))
+    assert all((work / p).read_bytes() == (ref_work / p).read_bytes() for p in labels)
+    assert _outputs(run) == _outputs(reference_run)
+    stats = assert_accounting(run)
+    assert stats["stages"][2]["dedup"]["component_rounds"] == 0
+    assert list(stats["stages"][2]["phases"]) == ["signatures", "edges", "components",
+                                                  "members", "clusters", "remove"]
+
+    shutil.rmtree(work / "components" / "_done")  # cut before the task's marker
+    shutil.rmtree(work / "labels")
+    for later in ("members", "clusters", "remove", "out"):
+        shutil.rmtree(work / later)
+    shutil.rmtree(run / "write_parquet")
+    shutil.rmtree(run / "_manifests" / "segment-02")
+    pipeline.run(output=run, scheduler=dask_scheduler, progress=False)
+    assert _outputs(run) == _outputs(reference_run)
+    assert_accounting(run)
+
+
 def test_components_that_do_not_converge_stop_the_run_in_one_line(inputs, tmp_path):
     folder, _, _ = inputs
     config = tmp_path / "fuzzy.yaml"
@@ -209,7 +245,7 @@ name: fuzzy
 executor: {{type: local}}
 stages:
   - {{type: read_jsonl, path: "{folder}/*.jsonl"}}
-  - {{type: fuzzy_dedup, buckets: 3, device: cpu, max_rounds: 1}}
+  - {{type: fuzzy_dedup, buckets: 3, device: cpu, max_rounds: 1, whole_graph_edges: 0}}
   - {{type: write_parquet}}
 """)
     done = subprocess.run([sys.executable, "-m", "curator.cli", "run", str(config), "--output",

@@ -18,6 +18,10 @@ tasks that commit their own files, so a restart redoes only the tasks that were 
      A round whose input equals the previous round's input (per-partition digests) ends it.
   4. ``labels`` per node partition: each own node's label = its star centre
      → ``labels/node-P/part-N.arrow``.
+  3+4. ``components``, one task, instead of both where the candidate edges are at most
+     ``whole_graph_edges``: a union-find over every edge; the same label files, byte for byte
+     (a component's smallest key is its star centre). Each round and the labels are a phase
+     of tasks with a fixed cost (~0.2 s a round on the H200); a small graph needs none of it.
   5. ``members`` per part: attach ids → ``members/part-N/bucket-B.arrow`` bucketed by label.
   6. ``clusters`` per bucket: sort by (label, id): the first id survives; cluster size
      → ``clusters/bucket-B/part-N.arrow``.
@@ -25,8 +29,8 @@ tasks that commit their own files, so a restart redoes only the tasks that were 
      ``cluster_size`` and ``kept`` on every document; kept ones → ``out/``, others →
      ``rejected/<stage>/`` (reason ``near_duplicate``, ``duplicate_of``).
 
-No phase collects the dataset, the graph or a component list in one process; a task holds
-one part, one bucket or one node partition.
+No phase collects the dataset, or a graph past ``whole_graph_edges``, in one process; a task
+holds one part, one bucket or one node partition.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ _EDGE_SCHEMA = pa.schema([("lo", pa.int64()), ("hi", pa.int64())])
 #: a round's sort and union-find end sooner on the CPU than the copies there and back (H200,
 #: 57 K edges a partition: 0.16-0.20 s a round on 16 CPU threads, 0.19-0.36 s on the GPU).
 GPU_GRAPH_EDGES = 1 << 22
+#: Default ``whole_graph_edges``: 4 M edges (8 M routed rows) hold ~0.5 GB in the one task.
+WHOLE_GRAPH_EDGES = 1 << 22
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -329,6 +335,38 @@ def _labels_partition(task: _LabelTask) -> dict:
     return {"nodes": len(nodes), "centres": int((label == nodes).sum())}
 
 
+# ------------------------------------------------------------------------------ phases 3+4
+@dataclass(frozen=True)
+class _GraphTask:
+    work: str
+    partitions: int
+    parts: int
+
+
+def _components_whole(task: _GraphTask) -> dict:
+    """Every candidate edge in one union-find; each node's label (its component's smallest
+    key) written where the labels phase writes it, in the same order."""
+    from curator.kernels.components import components_from_ids
+
+    folder = Path(task.work) / "cc" / "r000"
+    table = _read_all([folder / f"from-{b:05d}" / f"to-{p:05d}.arrow"
+                       for b in range(task.partitions) for p in range(task.partitions)])
+    nodes = label = np.empty(0, np.int64)
+    if table is not None:
+        nodes, label = components_from_ids(table.column("lo").to_numpy(),
+                                           table.column("hi").to_numpy())
+    partition = node_partition(nodes, task.partitions)
+    pending: list[tuple[Path, Path]] = []
+    for p in range(task.partitions):
+        own = partition == p
+        out = Path(task.work) / "labels" / f"node-{p:05d}"
+        write_split(pa.table({"row": nodes[own] & _ROW_MASK, "label": label[own]}),
+                    (nodes[own] >> np.int64(_ROW_BITS)).astype(np.int64), task.parts,
+                    lambda n, out=out: out / f"part-{n:05d}.arrow", pending)
+    commit_files(pending)
+    return {"nodes": len(nodes), "centres": int((label == nodes).sum())}
+
+
 # ------------------------------------------------------------------------------------ phase 5
 @dataclass(frozen=True)
 class _MemberTask:
@@ -436,7 +474,8 @@ class FuzzyDedup(DatasetStage):
 
     type = "fuzzy_dedup"
     holds_gil: ClassVar[bool] = False  # numba kernels (nogil), Arrow and NumPy
-    placement: ClassVar[frozenset[str]] = frozenset({"device"})  # GPU == CPU, bit for bit
+    # GPU == CPU, and one task == rounds, bit for bit
+    placement: ClassVar[frozenset[str]] = frozenset({"device", "whole_graph_edges"})
 
     shingle: Literal["char", "word"] = Field(
         "char", description="char: 24-character shingles, 20x13; word: 5-word, 14x8.")
@@ -453,6 +492,10 @@ class FuzzyDedup(DatasetStage):
     buckets: int | None = Field(None, gt=0, description="Shuffle partitions; default: 16 to "
                                 "one per 256 MB of parts, at most one per part.")
     max_rounds: int = Field(64, gt=0, description="Component rounds before giving up.")
+    whole_graph_edges: int = Field(
+        WHOLE_GRAPH_EDGES, ge=0, description="Candidate edges up to which the connected "
+        "components are found in one task (a union-find over all of them, ~16 bytes an edge) "
+        "instead of rounds of tasks over node partitions; the same output either way.")
 
     def resources(self) -> dict[str, float]:
         return {"GPU": 1} if self.device == "gpu" else {}
@@ -476,24 +519,14 @@ class FuzzyDedup(DatasetStage):
         return MinHashParams(num_perm=num_perm, ngram=self.ngram or base.ngram,
                              mode=self.shingle, seed=self.seed, bands=bands, rows=rows)
 
-    def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
-        started = time.perf_counter()
+    def _component_rounds(self, ctx: DatasetContext, nb: int, n_parts: int,
+                          graph_gpu: dict[str, float]) -> int:
+        """The ``cc-rNNN`` rounds to a fixed point, then the ``labels`` phase; rounds run."""
         work = str(ctx.work_dir)
-        params = self.minhash_params()
-        nb = self.buckets or default_buckets(parts)
-        keys = [f"part-{i:05d}" for i in range(len(parts))]
-        bucket_keys = [f"bucket-{b:05d}" for b in range(nb)]
-        gpu = self.resources()
-        sig = ctx.run_phase("signatures", _signature_part, [
-            _SignatureTask(i, str(p), work, nb, params, self.device, self.verify)
-            for i, p in enumerate(parts)], keys, gpu)
-        edges = ctx.run_phase("edges", _edges_bucket, [
-            _EdgeTask(b, work, len(parts), nb, self.verify, self.threshold, self.device)
-            for b in range(nb)], bucket_keys, gpu)
-        graph_gpu = gpu if sum(e["edges"] for e in edges) >= GPU_GRAPH_EDGES * nb else {}
         round_device = self.device if graph_gpu else "cpu"
         previous: list[str] | None = None
         rnd = 0
+        bucket_keys = [f"bucket-{b:05d}" for b in range(nb)]
         while True:
             if rnd >= self.max_rounds:
                 raise ValueError(f"{ctx.stage_name}: components did not converge in "
@@ -510,7 +543,31 @@ class FuzzyDedup(DatasetStage):
                 shutil.rmtree(ctx.work_dir / "cc" / f"r{rnd - 2:03d}", ignore_errors=True)
             rnd += 1
         ctx.run_phase("labels", _labels_partition, [
-            _LabelTask(p, rnd, work, nb, len(parts)) for p in range(nb)], bucket_keys)
+            _LabelTask(p, rnd, work, nb, n_parts) for p in range(nb)], bucket_keys)
+        return rnd + 1
+
+    def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
+        started = time.perf_counter()
+        work = str(ctx.work_dir)
+        params = self.minhash_params()
+        nb = self.buckets or default_buckets(parts)
+        keys = [f"part-{i:05d}" for i in range(len(parts))]
+        bucket_keys = [f"bucket-{b:05d}" for b in range(nb)]
+        gpu = self.resources()
+        sig = ctx.run_phase("signatures", _signature_part, [
+            _SignatureTask(i, str(p), work, nb, params, self.device, self.verify)
+            for i, p in enumerate(parts)], keys, gpu)
+        edges = ctx.run_phase("edges", _edges_bucket, [
+            _EdgeTask(b, work, len(parts), nb, self.verify, self.threshold, self.device)
+            for b in range(nb)], bucket_keys, gpu)
+        n_edges = sum(e["edges"] for e in edges)
+        if n_edges <= self.whole_graph_edges:
+            ctx.run_phase("components", _components_whole,
+                          [_GraphTask(work, nb, len(parts))], ["graph"])
+            rounds = 0
+        else:
+            rounds = self._component_rounds(ctx, nb, len(parts),
+                                            gpu if n_edges >= GPU_GRAPH_EDGES * nb else {})
         ctx.run_phase("members", _members_part, [
             _MemberTask(i, str(p), work, nb, nb) for i, p in enumerate(parts)], keys)
         clusters = ctx.run_phase("clusters", _clusters_bucket, [
@@ -519,7 +576,7 @@ class FuzzyDedup(DatasetStage):
         count.seconds = time.perf_counter() - started
         count.facts["dedup"] = {
             "candidates": sum(e["candidates"] for e in edges),
-            "edges": sum(e["edges"] for e in edges), "component_rounds": rnd + 1,
+            "edges": n_edges, "component_rounds": rounds,
             "clusters": sum(c["clusters"] for c in clusters),
             "in_clusters": sum(c["in_clusters"] for c in clusters),
             "cluster_sizes": sum_size_counts(c.get("sizes", {}) for c in clusters),
