@@ -19,9 +19,10 @@ tasks that commit their own files, so a restart redoes only the tasks that were 
   4. ``labels`` per node partition: each own node's label = its star centre
      → ``labels/node-P/part-N.arrow``.
   3+4. ``components``, one task, instead of both where the candidate edges are at most
-     ``whole_graph_edges``: a union-find over every edge; the same label files, byte for byte
-     (a component's smallest key is its star centre). Each round and the labels are a phase
-     of tasks with a fixed cost (~0.2 s a round on the H200); a small graph needs none of it.
+     ``whole_graph_edges``: a union-find over every edge gives the same labels (a component's
+     smallest key is its star centre) → ``labels/node-00000/part-N.arrow``. Each round and
+     the labels are a phase of tasks with a fixed cost (~0.2 s a round on the H200); a small
+     graph needs none of it.
   5. ``members`` per part: attach ids → ``members/part-N/bucket-B.arrow`` bucketed by label.
   6. ``clusters`` per bucket: sort by (label, id): the first id survives; cluster size
      → ``clusters/bucket-B/part-N.arrow``.
@@ -55,7 +56,7 @@ from curator.commit import commit_files, temporary_for
 from curator.kernels.lsh import fmix64
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions
-from curator.stages.dedup.buckets import default_buckets, write_split
+from curator.stages.dedup.buckets import default_buckets, write_split, write_table
 from curator.stages.dedup.cluster_sizes import size_counts, sum_size_counts
 
 REASON_FUZZY = "near_duplicate"
@@ -340,31 +341,42 @@ def _labels_partition(task: _LabelTask) -> dict:
 class _GraphTask:
     work: str
     partitions: int
-    parts: int
+    docs: tuple[int, ...]  # documents of each part: keys map densely onto 0..sum(docs)-1
 
 
 def _components_whole(task: _GraphTask) -> dict:
-    """Every candidate edge in one union-find; each node's label (its component's smallest
-    key) written where the labels phase writes it, in the same order."""
-    from curator.kernels.components import components_from_ids
+    """Every candidate edge in one union-find over dense document numbers (``part``'s offset
+    plus ``row``: ordered as the keys are, so no sort); each linked document's label (its
+    component's smallest key) → ``labels/node-00000/part-N.arrow``, the one node partition
+    the members phase then reads."""
+    from curator.kernels.components import connected_components
 
     folder = Path(task.work) / "cc" / "r000"
     table = _read_all([folder / f"from-{b:05d}" / f"to-{p:05d}.arrow"
                        for b in range(task.partitions) for p in range(task.partitions)])
-    nodes = label = np.empty(0, np.int64)
+    offsets = np.zeros(len(task.docs) + 1, np.int64)
+    np.cumsum(task.docs, out=offsets[1:])
+    linked = np.zeros(int(offsets[-1]), bool)
+    label = np.empty(0, np.int64)
     if table is not None:
-        nodes, label = components_from_ids(table.column("lo").to_numpy(),
-                                           table.column("hi").to_numpy())
-    partition = node_partition(nodes, task.partitions)
+        ends = [table.column(c).to_numpy() for c in ("lo", "hi")]
+        lo, hi = (offsets[k >> np.int64(_ROW_BITS)] + (k & _ROW_MASK) for k in ends)
+        label = connected_components(len(linked), lo, hi)
+        linked[lo] = linked[hi] = True
     pending: list[tuple[Path, Path]] = []
-    for p in range(task.partitions):
-        own = partition == p
-        out = Path(task.work) / "labels" / f"node-{p:05d}"
-        write_split(pa.table({"row": nodes[own] & _ROW_MASK, "label": label[own]}),
-                    (nodes[own] >> np.int64(_ROW_BITS)).astype(np.int64), task.parts,
-                    lambda n, out=out: out / f"part-{n:05d}.arrow", pending)
+    out = Path(task.work) / "labels" / "node-00000"
+    centres = 0
+    for part in range(len(task.docs)):
+        first = offsets[part]
+        rows = np.flatnonzero(linked[first:offsets[part + 1]])
+        own = label[first + rows] if len(label) else rows
+        centres += int((own == first + rows).sum())
+        owner = np.searchsorted(offsets, own, side="right") - 1
+        keys = (owner << np.int64(_ROW_BITS)) | (own - offsets[owner])
+        write_table(pa.table({"row": rows.astype(np.int64), "label": keys}),
+                    out / f"part-{part:05d}.arrow", pending)
     commit_files(pending)
-    return {"nodes": len(nodes), "centres": int((label == nodes).sum())}
+    return {"nodes": int(linked.sum()), "centres": centres}
 
 
 # ------------------------------------------------------------------------------------ phase 5
@@ -561,15 +573,18 @@ class FuzzyDedup(DatasetStage):
             _EdgeTask(b, work, len(parts), nb, self.verify, self.threshold, self.device)
             for b in range(nb)], bucket_keys, gpu)
         n_edges = sum(e["edges"] for e in edges)
+        node_partitions = 1  # where the labels are: one node partition from the one task
         if n_edges <= self.whole_graph_edges:
-            ctx.run_phase("components", _components_whole,
-                          [_GraphTask(work, nb, len(parts))], ["graph"])
+            ctx.run_phase("components", _components_whole, [
+                _GraphTask(work, nb, tuple(s["docs"] for s in sig))], ["graph"])
             rounds = 0
         else:
             rounds = self._component_rounds(ctx, nb, len(parts),
                                             gpu if n_edges >= GPU_GRAPH_EDGES * nb else {})
+            node_partitions = nb
         ctx.run_phase("members", _members_part, [
-            _MemberTask(i, str(p), work, nb, nb) for i, p in enumerate(parts)], keys)
+            _MemberTask(i, str(p), work, node_partitions, nb) for i, p in enumerate(parts)],
+            keys)
         clusters = ctx.run_phase("clusters", _clusters_bucket, [
             _ClusterTask(b, work, len(parts)) for b in range(nb)], bucket_keys)
         outputs, count = ctx.remove(parts, _Clusters(work, nb))
