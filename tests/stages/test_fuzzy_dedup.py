@@ -143,9 +143,10 @@ def test_fuzzy_dedup_resumes_cut_component_rounds_and_is_worker_independent(
     assert _outputs(single) == reference
 
 
-@pytest.mark.parametrize("graph", ["one-task", "cpu-rounds", "gpu-rounds"])
+@pytest.mark.parametrize("graph", ["one-task", "cpu-rounds", "gpu-rounds", "gpu-graph"])
 def test_fuzzy_dedup_gpu_gives_cpu_clusters(inputs, tmp_path, monkeypatch, graph):
-    """On the GPU: signatures always; component rounds too past GPU_GRAPH_EDGES (0 here)."""
+    """On the GPU: signatures always; component rounds too past GPU_GRAPH_EDGES (0 here); edges
+    and components in one GPU task where nothing is verified (``gpu-graph``)."""
     from curator.kernels.minhash_gpu import gpu_available
     from curator.stages.dedup import fuzzy
 
@@ -153,13 +154,14 @@ def test_fuzzy_dedup_gpu_gives_cpu_clusters(inputs, tmp_path, monkeypatch, graph
         pytest.skip("no GPU")
     if graph == "gpu-rounds":
         monkeypatch.setattr(fuzzy, "GPU_GRAPH_EDGES", 0)
-    whole = fuzzy.WHOLE_GRAPH_EDGES if graph == "one-task" else 0
+    whole = fuzzy.WHOLE_GRAPH_EDGES if graph in ("one-task", "gpu-graph") else 0
     folder, _, _ = inputs
     runs = {}
     for device in ("cpu", "gpu"):
         run = tmp_path / device
         Pipeline([ReadJsonl(path=f"{folder}/*.jsonl"), LengthFilter(min_chars=1),
-                  FuzzyDedup(buckets=3, device=device, verify=True, whole_graph_edges=whole),
+                  FuzzyDedup(buckets=3, device=device, verify=graph != "gpu-graph",
+                             whole_graph_edges=whole),
                   WriteParquet()], name="fuzzy").run(output=run, executor="local",
                                                      progress=False)
         runs[device] = _clusters(run)
@@ -240,6 +242,27 @@ def test_components_in_one_task_write_the_rounds_labels_and_resume(inputs, refer
     pipeline.run(output=run, scheduler=dask_scheduler, progress=False)
     assert _outputs(run) == _outputs(reference_run)
     assert_accounting(run)
+
+
+def test_edges_and_components_in_one_task_give_the_phases_output(inputs, reference_run,
+                                                                  tmp_path, monkeypatch,
+                                                                  dask_scheduler):
+    """The GPU's one-task graph (every bucket's stars, then one union-find), run here by its
+    CPU twin: the output, clusters and edge counts of the edges phase and the rounds."""
+    from curator.stages.dedup import fuzzy
+
+    monkeypatch.setattr(fuzzy, "ONE_TASK_GRAPH_DEVICES", frozenset({"cpu"}))
+    folder, _, _ = inputs
+    run = tmp_path / "run"
+    _pipeline(folder, whole_graph_edges=10_000).run(output=run, scheduler=dask_scheduler,
+                                                     progress=False)
+    stage = assert_accounting(run)["stages"][2]
+    assert list(stage["phases"]) == ["signatures", "graph", "members", "clusters", "remove"]
+    assert _outputs(run) == _outputs(reference_run)
+    assert _clusters(run) == _clusters(reference_run)
+    reference = json.loads((reference_run / "stats.json").read_text())["stages"][2]["dedup"]
+    assert (stage["dedup"]["candidates"], stage["dedup"]["edges"]) == \
+        (reference["candidates"], reference["edges"]) != (0, 0)
 
 
 def test_components_that_do_not_converge_stop_the_run_in_one_line(inputs, tmp_path):

@@ -23,6 +23,9 @@ tasks that commit their own files, so a restart redoes only the tasks that were 
      smallest key is its star centre) → ``labels/node-00000/part-N.arrow``. Each round and
      the labels are a phase of tasks with a fixed cost (~0.2 s a round on the H200); a small
      graph needs none of it.
+  2+3+4. ``graph``, one task on the GPU, instead of all three where ``verify`` is off and the
+     band rows are at most ``ONE_TASK_BAND_ROWS``: each bucket's stars in turn, then one
+     union-find (the GPU sorts a bucket faster than a phase of tasks can share it).
   5. ``members`` per part: attach ids → ``members/part-N/bucket-B.arrow`` bucketed by label.
   6. ``clusters`` per bucket: sort by (label, id): the first id survives; cluster size
      → ``clusters/bucket-B/part-N.arrow``.
@@ -39,6 +42,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -69,6 +73,12 @@ _EDGE_SCHEMA = pa.schema([("lo", pa.int64()), ("hi", pa.int64())])
 GPU_GRAPH_EDGES = 1 << 22
 #: Default ``whole_graph_edges``: 4 M edges (8 M routed rows) hold ~0.5 GB in the one task.
 WHOLE_GRAPH_EDGES = 1 << 22
+#: Devices whose runs find edges and components in one task (no edges phase) when the band
+#: rows are at most ONE_TASK_BAND_ROWS: a GPU sorts every bucket in turn sooner than a phase of
+#: tasks shares it; on the CPU the edges phase's buckets run on every core instead.
+ONE_TASK_GRAPH_DEVICES = frozenset({"gpu"})
+ONE_TASK_BAND_ROWS = 1 << 28  # 18 bytes a row: ~5 GB of band rows, a few times that to sort
+READ_THREADS = 8
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -342,31 +352,87 @@ class _GraphTask:
     work: str
     partitions: int
     docs: tuple[int, ...]  # documents of each part: keys map densely onto 0..sum(docs)-1
+    device: str = "cpu"
+
+
+def _dense(keys: Any, offsets: Any) -> Any:
+    """Document keys ``part << 32 | row`` as dense numbers ``offsets[part] + row`` (ordered as
+    the keys are)."""
+    return offsets[keys >> np.int64(_ROW_BITS)] + (keys & _ROW_MASK)
 
 
 def _components_whole(task: _GraphTask) -> dict:
-    """Every candidate edge in one union-find over dense document numbers (``part``'s offset
-    plus ``row``: ordered as the keys are, so no sort); each linked document's label (its
-    component's smallest key) → ``labels/node-00000/part-N.arrow``, the one node partition
-    the members phase then reads."""
+    """Every candidate edge of the edges phase in one union-find over dense document numbers
+    (no sort); the labels as :func:`_write_labels` writes them."""
     from curator.kernels.components import connected_components
 
     folder = Path(task.work) / "cc" / "r000"
     table = _read_all([folder / f"from-{b:05d}" / f"to-{p:05d}.arrow"
                        for b in range(task.partitions) for p in range(task.partitions)])
-    offsets = np.zeros(len(task.docs) + 1, np.int64)
-    np.cumsum(task.docs, out=offsets[1:])
+    offsets = _offsets(task.docs)
     linked = np.zeros(int(offsets[-1]), bool)
     label = np.empty(0, np.int64)
     if table is not None:
-        ends = [table.column(c).to_numpy() for c in ("lo", "hi")]
-        lo, hi = (offsets[k >> np.int64(_ROW_BITS)] + (k & _ROW_MASK) for k in ends)
+        lo, hi = (_dense(table.column(c).to_numpy(), offsets) for c in ("lo", "hi"))
         label = connected_components(len(linked), lo, hi)
         linked[lo] = linked[hi] = True
+    return _write_labels(task.work, offsets, label, linked)
+
+
+def _graph_whole(task: _GraphTask) -> dict:
+    """The edges phase and the components in one task (on the GPU where ``device`` says): each
+    bucket's band rows read (ahead, by a thread pool) and linked into stars as the edges phase
+    links them (the same count: an edge is counted once per bucket), then one union-find."""
+    from curator.kernels.components import connected_components
+    from curator.kernels.lsh import bucket_stars, unique_edges
+
+    xp = np
+    if _use_gpu(task.device):
+        import cupy as xp
+    folder = Path(task.work) / "bands"
+    n_parts = len(task.docs)
+
+    def bucket(b: int) -> pa.Table | None:
+        return _read_all([folder / f"part-{p:05d}" / f"bucket-{b:05d}.arrow"
+                          for p in range(n_parts)])
+
+    offsets = _offsets(task.docs)
+    dense_offsets = xp.asarray(offsets)
+    ends: list[tuple[Any, Any]] = []
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        for table in pool.map(bucket, range(task.partitions)):
+            if table is not None:
+                columns = [xp.asarray(table.column(c).to_numpy()) for c in ("key", "band", "hash")]
+                src, dst = unique_edges(*bucket_stars(*columns))
+                ends.append((_dense(src, dense_offsets), _dense(dst, dense_offsets)))
+    linked = xp.zeros(int(offsets[-1]), bool)
+    label = xp.empty(0, xp.int64)
+    if ends:
+        lo, hi = (xp.concatenate(side) for side in zip(*ends, strict=True))
+        label = connected_components(len(linked), lo, hi)
+        linked[lo] = True
+        linked[hi] = True
+    if xp is not np:
+        label, linked = label.get(), linked.get()
+    edges = sum(len(src) for src, _ in ends)
+    return {**_write_labels(task.work, offsets, label, linked), "candidates": edges,
+            "edges": edges}
+
+
+def _offsets(docs: tuple[int, ...]) -> np.ndarray:
+    offsets = np.zeros(len(docs) + 1, np.int64)
+    np.cumsum(docs, out=offsets[1:])
+    return offsets
+
+
+def _write_labels(work: str, offsets: np.ndarray, label: np.ndarray,
+                  linked: np.ndarray) -> dict:
+    """Each linked document's label (its component's smallest key) →
+    ``labels/node-00000/part-N.arrow``: the one node partition the members phase then reads."""
     pending: list[tuple[Path, Path]] = []
-    out = Path(task.work) / "labels" / "node-00000"
+    out = Path(work) / "labels" / "node-00000"
     centres = 0
-    for part in range(len(task.docs)):
+    for part in range(len(offsets) - 1):
         first = offsets[part]
         rows = np.flatnonzero(linked[first:offsets[part + 1]])
         own = label[first + rows] if len(label) else rows
@@ -507,7 +573,8 @@ class FuzzyDedup(DatasetStage):
     whole_graph_edges: int = Field(
         WHOLE_GRAPH_EDGES, ge=0, description="Candidate edges up to which the connected "
         "components are found in one task (a union-find over all of them, ~16 bytes an edge) "
-        "instead of rounds of tasks over node partitions; the same output either way.")
+        "instead of rounds of tasks over node partitions; the same output either way. 0: "
+        "always rounds (and no one-task graph on the GPU either).")
 
     def resources(self) -> dict[str, float]:
         return {"GPU": 1} if self.device == "gpu" else {}
@@ -569,19 +636,26 @@ class FuzzyDedup(DatasetStage):
         sig = ctx.run_phase("signatures", _signature_part, [
             _SignatureTask(i, str(p), work, nb, params, self.device, self.verify)
             for i, p in enumerate(parts)], keys, gpu)
-        edges = ctx.run_phase("edges", _edges_bucket, [
-            _EdgeTask(b, work, len(parts), nb, self.verify, self.threshold, self.device)
-            for b in range(nb)], bucket_keys, gpu)
-        n_edges = sum(e["edges"] for e in edges)
-        node_partitions = 1  # where the labels are: one node partition from the one task
-        if n_edges <= self.whole_graph_edges:
-            ctx.run_phase("components", _components_whole, [
-                _GraphTask(work, nb, tuple(s["docs"] for s in sig))], ["graph"])
-            rounds = 0
+        docs = tuple(s["docs"] for s in sig)
+        node_partitions = 1  # where the labels are: one node partition from a one-task graph
+        rounds = 0
+        if (self.device in ONE_TASK_GRAPH_DEVICES and not self.verify and self.whole_graph_edges
+                and sum(s["band_rows"] for s in sig) <= ONE_TASK_BAND_ROWS):
+            edges = ctx.run_phase("graph", _graph_whole, [
+                _GraphTask(work, nb, docs, self.device)], ["graph"], gpu)
+            n_edges = edges[0]["edges"]
         else:
-            rounds = self._component_rounds(ctx, nb, len(parts),
-                                            gpu if n_edges >= GPU_GRAPH_EDGES * nb else {})
-            node_partitions = nb
+            edges = ctx.run_phase("edges", _edges_bucket, [
+                _EdgeTask(b, work, len(parts), nb, self.verify, self.threshold, self.device)
+                for b in range(nb)], bucket_keys, gpu)
+            n_edges = sum(e["edges"] for e in edges)
+            if n_edges <= self.whole_graph_edges:
+                ctx.run_phase("components", _components_whole, [_GraphTask(work, nb, docs)],
+                              ["graph"])
+            else:
+                rounds = self._component_rounds(ctx, nb, len(parts),
+                                                gpu if n_edges >= GPU_GRAPH_EDGES * nb else {})
+                node_partitions = nb
         ctx.run_phase("members", _members_part, [
             _MemberTask(i, str(p), work, node_partitions, nb) for i, p in enumerate(parts)],
             keys)
