@@ -27,6 +27,7 @@ import xxhash
 from curator.batch import ID, REASON
 from curator.commit import commit_files, temporary_for, write_json_atomic
 from curator.counts import StageCount
+from curator.io.parquet import read_part
 from curator.runtime.errors import CurationError
 from curator.runtime.executors import WorkerDied
 from curator.runtime.memory import memory_returned
@@ -155,7 +156,7 @@ class _RemoveTask:
 
 
 def _remove_part(task: _RemoveTask) -> dict:
-    table = pq.read_table(task.path)
+    table = read_part(task.path)
     decisions = task.decide(task.part, table)
     for name, values in decisions.columns.items():
         if name in table.column_names:

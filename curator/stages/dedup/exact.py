@@ -29,6 +29,7 @@ from pydantic import Field, model_validator
 
 from curator.batch import ID, TEXT
 from curator.commit import commit_files, temporary_for
+from curator.io.parquet import read_part
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions
 from curator.stages.dedup.buckets import default_buckets, write_split
@@ -88,7 +89,7 @@ class _HashTask:
 
 
 def _hash_part(task: _HashTask) -> dict:
-    table = pq.read_table(task.path)
+    table = read_part(task.path)
     text = table.column(TEXT).combine_chunks()
     h1, h2 = document_hashes(normalise_text(text) if task.normalise else text, task.algorithm,
                              task.device)

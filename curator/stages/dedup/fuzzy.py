@@ -51,12 +51,12 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
-import pyarrow.parquet as pq
 import xxhash
 from pydantic import Field
 
 from curator.batch import ID, TEXT
 from curator.commit import commit_files, temporary_for
+from curator.io.parquet import read_part
 from curator.kernels.lsh import fmix64
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions
@@ -169,7 +169,7 @@ def _read_text(path: str, device: str) -> Any:
 
     if _use_gpu(device) and cudf_enabled():
         return read_parquet_strings(path, TEXT)
-    return pq.read_table(path, columns=[TEXT]).column(TEXT)
+    return read_part(path, [TEXT]).column(TEXT)
 
 
 def _signature_part(task: _SignatureTask) -> dict:
@@ -461,7 +461,7 @@ def _members_part(task: _MemberTask) -> dict:
                        for p in range(task.partitions)])
     rows = table.column("row").to_numpy() if table is not None else np.empty(0, np.int64)
     labels = table.column("label").to_numpy() if table is not None else np.empty(0, np.int64)
-    ids = pq.read_table(task.path, columns=[ID]).column(ID).cast(pa.string())
+    ids = read_part(task.path, [ID]).column(ID).cast(pa.string())
     members = pa.table({"label": labels, "part": np.full(len(rows), task.part, np.int32),
                         "row": rows, ID: ids.take(pa.array(rows, pa.int64()))})
     target = (mix64(labels) % np.uint64(task.buckets)).astype(np.int64)
