@@ -73,10 +73,8 @@ def test_fuzzy_dedup_phases(shards, tmp_path, dask_scheduler):
     stage = _stage(stats, "fuzzy_dedup")
     phases = stage["phases"]
     assert stage["dedup"]["component_rounds"] == 0  # a small graph: one task, no rounds
-    assert list(phases) == ["signatures", "edges", "components", "members", "clusters",
-                            "remove"]
-    _check(phases, {"signatures": N_SHARDS, "edges": 2, "components": 1, "members": N_SHARDS,
-                    "clusters": 2, "remove": N_SHARDS})
+    assert list(phases) == ["signatures", "edges", "components", "remove"]
+    _check(phases, {"signatures": N_SHARDS, "edges": 2, "components": 1, "remove": N_SHARDS})
 
 
 def test_timeline_lists_each_shard_task_of_this_run(shards, tmp_path, dask_scheduler):

@@ -18,17 +18,19 @@ tasks that commit their own files, so a restart redoes only the tasks that were 
      A round whose input equals the previous round's input (per-partition digests) ends it.
   4. ``labels`` per node partition: each own node's label = its star centre
      → ``labels/node-P/part-N.arrow``.
-  3+4. ``components``, one task, instead of both where the candidate edges are at most
-     ``whole_graph_edges``: a union-find over every edge gives the same labels (a component's
-     smallest key is its star centre) → ``labels/node-00000/part-N.arrow``. Each round and
-     the labels are a phase of tasks with a fixed cost (~0.2 s a round on the H200); a small
-     graph needs none of it.
-  2+3+4. ``graph``, one task on the GPU, instead of all three where ``verify`` is off and the
-     band rows are at most ``ONE_TASK_BAND_ROWS``: each bucket's stars in turn, then one
-     union-find (the GPU sorts a bucket faster than a phase of tasks can share it).
   5. ``members`` per part: attach ids → ``members/part-N/bucket-B.arrow`` bucketed by label.
   6. ``clusters`` per bucket: sort by (label, id): the first id survives; cluster size
      → ``clusters/bucket-B/part-N.arrow``.
+  3-6. ``components``, one task, instead of phases 3 to 6 where the candidate edges are at
+     most ``whole_graph_edges``: a union-find over every edge gives the same labels (a
+     component's smallest key is its star centre); the linked documents' ids are read from
+     their parts and the clusters decided as phase 6 decides them → ``clusters/bucket-00000``.
+     Each of those phases is a round of tasks with a fixed cost (~0.2 s each on the H200, nine
+     of them on 4 GB); a small graph needs none of it.
+  2-6. ``graph``, one task on the GPU, instead of phases 2 to 6 where ``verify`` is off and
+     the band rows are at most ``ONE_TASK_BAND_ROWS``: each bucket's stars in turn, then one
+     union-find on the device, then as ``components`` (the GPU sorts a bucket faster than a
+     phase of tasks can share it).
   7. ``remove`` per part (the runtime's removal phase): ``cluster_id`` (the survivor's id),
      ``cluster_size`` and ``kept`` on every document; kept ones → ``out/``, others →
      ``rejected/<stage>/`` (reason ``near_duplicate``, ``duplicate_of``).
@@ -60,7 +62,7 @@ from curator.io.parquet import read_part
 from curator.kernels.lsh import fmix64
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions
-from curator.stages.dedup.buckets import default_buckets, write_split, write_table
+from curator.stages.dedup.buckets import default_buckets, write_split
 from curator.stages.dedup.cluster_sizes import size_counts, sum_size_counts
 
 REASON_FUZZY = "near_duplicate"
@@ -352,6 +354,7 @@ class _GraphTask:
     work: str
     partitions: int
     docs: tuple[int, ...]  # documents of each part: keys map densely onto 0..sum(docs)-1
+    paths: tuple[str, ...]  # the parts, for the ids of linked documents
     device: str = "cpu"
 
 
@@ -363,7 +366,7 @@ def _dense(keys: Any, offsets: Any) -> Any:
 
 def _components_whole(task: _GraphTask) -> dict:
     """Every candidate edge of the edges phase in one union-find over dense document numbers
-    (no sort); the labels as :func:`_write_labels` writes them."""
+    (no sort); then the clusters (:func:`_clusters_whole`)."""
     from curator.kernels.components import connected_components
 
     folder = Path(task.work) / "cc" / "r000"
@@ -376,7 +379,7 @@ def _components_whole(task: _GraphTask) -> dict:
         lo, hi = (_dense(table.column(c).to_numpy(), offsets) for c in ("lo", "hi"))
         label = connected_components(len(linked), lo, hi)
         linked[lo] = linked[hi] = True
-    return _write_labels(task.work, offsets, label, linked)
+    return _clusters_whole(task, offsets, label, linked)
 
 
 def _graph_whole(task: _GraphTask) -> dict:
@@ -415,7 +418,7 @@ def _graph_whole(task: _GraphTask) -> dict:
     if xp is not np:
         label, linked = label.get(), linked.get()
     edges = sum(len(src) for src, _ in ends)
-    return {**_write_labels(task.work, offsets, label, linked), "candidates": edges,
+    return {**_clusters_whole(task, offsets, label, linked), "candidates": edges,
             "edges": edges}
 
 
@@ -425,24 +428,27 @@ def _offsets(docs: tuple[int, ...]) -> np.ndarray:
     return offsets
 
 
-def _write_labels(work: str, offsets: np.ndarray, label: np.ndarray,
-                  linked: np.ndarray) -> dict:
-    """Each linked document's label (its component's smallest key) →
-    ``labels/node-00000/part-N.arrow``: the one node partition the members phase then reads."""
-    pending: list[tuple[Path, Path]] = []
-    out = Path(work) / "labels" / "node-00000"
-    centres = 0
-    for part in range(len(offsets) - 1):
+def _clusters_whole(task: _GraphTask, offsets: np.ndarray, label: np.ndarray,
+                    linked: np.ndarray) -> dict:
+    """The members and clusters phases for a graph solved in one task: each linked document's
+    label (its component's smallest key) and id (read from its part) → the clusters, in the
+    one bucket ``clusters/bucket-00000`` that the removal then reads."""
+    members = []
+    for part, path in enumerate(task.paths):
         first = offsets[part]
         rows = np.flatnonzero(linked[first:offsets[part + 1]])
-        own = label[first + rows] if len(label) else rows
-        centres += int((own == first + rows).sum())
+        if not len(rows):
+            continue
+        own = label[first + rows]
         owner = np.searchsorted(offsets, own, side="right") - 1
-        keys = (owner << np.int64(_ROW_BITS)) | (own - offsets[owner])
-        write_table(pa.table({"row": rows.astype(np.int64), "label": keys}),
-                    out / f"part-{part:05d}.arrow", pending)
-    commit_files(pending)
-    return {"nodes": int(linked.sum()), "centres": centres}
+        ids = read_part(path, [ID]).column(ID).cast(pa.string()).take(pa.array(rows))
+        members.append(pa.table({
+            "label": (owner << np.int64(_ROW_BITS)) | (own - offsets[owner]),
+            "part": np.full(len(rows), part, np.int32), "row": rows.astype(np.int64), ID: ids}))
+    table = pa.concat_tables(members) if members else None
+    return {**_decide_clusters(table, len(task.paths),
+                               Path(task.work) / "clusters" / "bucket-00000"),
+            "nodes": int(linked.sum())}
 
 
 # ------------------------------------------------------------------------------------ phase 5
@@ -484,16 +490,22 @@ def _clusters_bucket(task: _ClusterTask) -> dict:
     folder = Path(task.work)
     table = _read_all([folder / "members" / f"part-{p:05d}" / f"bucket-{task.bucket:05d}.arrow"
                        for p in range(task.parts)])
+    return _decide_clusters(table, task.parts, folder / "clusters" / f"bucket-{task.bucket:05d}")
+
+
+def _decide_clusters(members: pa.Table | None, parts: int, out: Path) -> dict:
+    """Members ``(label, part, row, id)`` sorted by (label, id): the first id of each label
+    survives; each member's row, cluster id and size → ``out/part-N.arrow``."""
     schema = pa.schema([("row", pa.int64()), ("cluster_id", pa.string()),
                         ("cluster_size", pa.int64()), ("kept", pa.bool_())])
-    if table is None:
+    if members is None or members.num_rows == 0:
         result = schema.empty_table()
         part = np.empty(0, np.int64)
         clusters = in_clusters = 0
         sizes: dict[str, int] = {}
     else:
-        table = table.sort_by([("label", "ascending"), (ID, "ascending"), ("part", "ascending"),
-                               ("row", "ascending")])
+        table = members.sort_by([("label", "ascending"), (ID, "ascending"),
+                                 ("part", "ascending"), ("row", "ascending")])
         label = table.column("label").to_numpy()
         first = np.ones(len(label), bool)
         first[1:] = label[1:] != label[:-1]
@@ -507,9 +519,8 @@ def _clusters_bucket(task: _ClusterTask) -> dict:
         clusters = len(start)
         in_clusters = int((size > 1).sum())
         sizes = size_counts(first)
-    out = folder / "clusters" / f"bucket-{task.bucket:05d}"
     pending: list[tuple[Path, Path]] = []
-    write_split(result, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
+    write_split(result, part, parts, lambda n: out / f"part-{n:05d}.arrow", pending)
     commit_files(pending)
     return {"clusters": clusters, "in_clusters": in_clusters, "sizes": sizes}
 
@@ -636,13 +647,12 @@ class FuzzyDedup(DatasetStage):
         sig = ctx.run_phase("signatures", _signature_part, [
             _SignatureTask(i, str(p), work, nb, params, self.device, self.verify)
             for i, p in enumerate(parts)], keys, gpu)
-        docs = tuple(s["docs"] for s in sig)
-        node_partitions = 1  # where the labels are: one node partition from a one-task graph
-        rounds = 0
+        graph = _GraphTask(work, nb, tuple(s["docs"] for s in sig),
+                           tuple(str(p) for p in parts), self.device)
+        rounds, cluster_buckets = 0, 1  # a graph solved in one task: its clusters in one bucket
         if (self.device in ONE_TASK_GRAPH_DEVICES and not self.verify and self.whole_graph_edges
                 and sum(s["band_rows"] for s in sig) <= ONE_TASK_BAND_ROWS):
-            edges = ctx.run_phase("graph", _graph_whole, [
-                _GraphTask(work, nb, docs, self.device)], ["graph"], gpu)
+            edges = clusters = ctx.run_phase("graph", _graph_whole, [graph], ["graph"], gpu)
             n_edges = edges[0]["edges"]
         else:
             edges = ctx.run_phase("edges", _edges_bucket, [
@@ -650,18 +660,16 @@ class FuzzyDedup(DatasetStage):
                 for b in range(nb)], bucket_keys, gpu)
             n_edges = sum(e["edges"] for e in edges)
             if n_edges <= self.whole_graph_edges:
-                ctx.run_phase("components", _components_whole, [_GraphTask(work, nb, docs)],
-                              ["graph"])
+                clusters = ctx.run_phase("components", _components_whole, [graph], ["graph"])
             else:
                 rounds = self._component_rounds(ctx, nb, len(parts),
                                                 gpu if n_edges >= GPU_GRAPH_EDGES * nb else {})
-                node_partitions = nb
-        ctx.run_phase("members", _members_part, [
-            _MemberTask(i, str(p), work, node_partitions, nb) for i, p in enumerate(parts)],
-            keys)
-        clusters = ctx.run_phase("clusters", _clusters_bucket, [
-            _ClusterTask(b, work, len(parts)) for b in range(nb)], bucket_keys)
-        outputs, count = ctx.remove(parts, _Clusters(work, nb))
+                ctx.run_phase("members", _members_part, [
+                    _MemberTask(i, str(p), work, nb, nb) for i, p in enumerate(parts)], keys)
+                clusters = ctx.run_phase("clusters", _clusters_bucket, [
+                    _ClusterTask(b, work, len(parts)) for b in range(nb)], bucket_keys)
+                cluster_buckets = nb
+        outputs, count = ctx.remove(parts, _Clusters(work, cluster_buckets))
         count.seconds = time.perf_counter() - started
         count.facts["dedup"] = {
             "candidates": sum(e["candidates"] for e in edges),
