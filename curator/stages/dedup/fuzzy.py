@@ -583,9 +583,10 @@ class FuzzyDedup(DatasetStage):
     max_rounds: int = Field(64, gt=0, description="Component rounds before giving up.")
     whole_graph_edges: int = Field(
         WHOLE_GRAPH_EDGES, ge=0, description="Candidate edges up to which the connected "
-        "components are found in one task (a union-find over all of them, ~16 bytes an edge) "
-        "instead of rounds of tasks over node partitions; the same output either way. 0: "
-        "always rounds (and no one-task graph on the GPU either).")
+        "components and the clusters are found in one task (a union-find over all of them, "
+        "~16 bytes an edge, and the linked documents' ids) instead of rounds of tasks over node "
+        "partitions; the same output either way. 0: always rounds (and no one-task graph on "
+        "the GPU either).")
 
     def resources(self) -> dict[str, float]:
         return {"GPU": 1} if self.device == "gpu" else {}
