@@ -304,12 +304,14 @@ stages:
 FUZZY_SHARDS, FUZZY_BUCKETS = 24, 32
 
 
-def fuzzy_case(folder: Path, device: str = "cpu") -> Path:
-    """Inputs and config of the fuzzy_dedup kill tests (and ``benchmarks/kill_resume.py``)."""
+def fuzzy_case(folder: Path, device: str = "cpu", rounds: bool = True) -> Path:
+    """Inputs and config of the fuzzy_dedup kill tests (and ``benchmarks/kill_resume.py``):
+    with ``rounds`` the component rounds, each a phase to cut; else the default for a graph
+    this small, one ``components`` task."""
     inputs = write_inputs(folder / "in", FUZZY_SHARDS, copies=8)
-    return dedup_config(folder, inputs,
-                        f"{{type: fuzzy_dedup, buckets: {FUZZY_BUCKETS}, device: {device}, "
-                        "whole_graph_edges: 0}")  # the component rounds, each a phase to cut
+    whole = ", whole_graph_edges: 0" if rounds else ""
+    return dedup_config(folder, inputs, f"{{type: fuzzy_dedup, buckets: {FUZZY_BUCKETS}, "
+                                        f"device: {device}{whole}}}")
 
 
 def fuzzy_phases(rounds: int = 3) -> list[tuple[int, str, int]]:

@@ -29,3 +29,26 @@ def test_fuzzy_dedup_killed_in_a_phase_resumes_to_identical_bytes(point, case, t
     killing.kill_and_resume(config, run_dir, POINTS[point], tmp_path / "run.log")
     assert killing.differences(run_dir, reference) == []
     assert_accounting(run_dir)
+
+
+@pytest.fixture(scope="module")
+def one_task_case(tmp_path_factory, case):
+    """The default for this small graph (one ``components`` task): its output is the rounds'."""
+    base = tmp_path_factory.mktemp("kill-fuzzy-one-task")
+    config = killing.fuzzy_case(base, rounds=False)
+    reference = killing.reference_run(config, base / "run", base / "reference", base / "ref.log")
+    stats = killing.stats(reference)
+    assert list(stats["stages"][2]["phases"]) == ["signatures", "edges", "components", "remove"]
+    def published(run) -> dict[str, bytes]:  # outputs, rejected/, errors/: not the work files
+        return {k: v for k, v in killing.outputs(run).items() if not k.startswith("_work")}
+
+    assert published(reference) == published(case[2]) != {}
+    return config, base / "run", reference
+
+
+@pytest.mark.parametrize("point", ["edges", "remove"])
+def test_one_task_components_killed_resume_to_identical_bytes(point, one_task_case, tmp_path):
+    config, run_dir, reference = one_task_case
+    killing.kill_and_resume(config, run_dir, POINTS[point], tmp_path / "run.log")
+    assert killing.differences(run_dir, reference) == []
+    assert_accounting(run_dir)
