@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curator.batch import ID, TEXT, Failure, Shard, SourceBatch
-from curator.io.files import open_binary
+from curator.io.files import InputError, open_binary
 from curator.io.records import ColumnMap
 from curator.io.schema import conform, unified_schema
 
@@ -25,9 +25,14 @@ ROW_GROUPS_MARK = "#row_groups="
 def row_group_shards(shard: Shard, shard_bytes: int) -> list[Shard]:
     """``shard`` (one Parquet file) as runs of consecutive row groups of about ``shard_bytes``
     uncompressed bytes each; the file itself where it has one run. Each keeps the file's label,
-    so ids made from positions and error positions are those of the whole file."""
-    with open_binary(shard.path) as raw:
-        meta = pq.ParquetFile(raw).metadata
+    so ids made from positions and error positions are those of the whole file. A file whose
+    footer cannot be read stops the listing with one line naming it."""
+    try:
+        with open_binary(shard.path) as raw:
+            meta = pq.ParquetFile(raw).metadata
+    except (pa.ArrowInvalid, OSError) as err:
+        raise InputError(f"{shard.label or shard.path}: not a readable Parquet file ({err}); "
+                         "fix it or leave it out of the input") from None
     groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
     runs: list[tuple[int, int]] = []
     first, gathered = 0, 0

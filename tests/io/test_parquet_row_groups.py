@@ -8,8 +8,10 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from curator import Pipeline, ReadParquet, WriteParquet
+from curator.io.files import InputError
 from tests.conftest import assert_accounting, sample_documents
 
 ROWS_PER_GROUP = 10
@@ -61,3 +63,10 @@ def test_row_group_runs_read_as_the_whole_file(tmp_path):
 
     _, _, again = _run(src, tmp_path, "split", 1)
     assert again.shards_run == 0 and again.shards_skipped == len(shards)
+
+
+def test_a_file_that_is_not_parquet_is_named_when_the_shards_are_listed(tmp_path):
+    pq.write_table(pa.table({"text": ["a document"]}), tmp_path / "good.parquet")
+    (tmp_path / "broken.parquet").write_bytes(b"not a parquet file")
+    with pytest.raises(InputError, match=r"^broken\.parquet: not a readable Parquet file"):
+        ReadParquet(path=str(tmp_path / "*.parquet")).shards()

@@ -348,7 +348,7 @@ def _labels_partition(task: _LabelTask) -> dict:
     return {"nodes": len(nodes), "centres": int((label == nodes).sum())}
 
 
-# ------------------------------------------------------------------------------ phases 3+4
+# --------------------------------------------------- phases 3-6 (or 2-6) in one task
 @dataclass(frozen=True)
 class _GraphTask:
     work: str
