@@ -48,6 +48,14 @@ def write_split(table: pa.Table, target: np.ndarray, count: int, path_of: Callab
     order = np.argsort(target, kind="stable")
     bounds = np.searchsorted(target[order], np.arange(count + 1))
     ordered = table.take(pa.array(order)) if len(order) else table
-    for t in range(count):
+    write_slices(ordered, bounds, path_of, pending, fmt)
+
+
+def write_slices(ordered: pa.Table, bounds: np.ndarray, path_of: Callable[[int], Path],
+                 pending: list[tuple[Path, Path]],
+                 fmt: Literal["arrow", "parquet"] = "arrow") -> None:
+    """Write rows ``bounds[t]:bounds[t + 1]`` of ``ordered`` (rows grouped by target) to
+    ``path_of(t)``, for each target ``t``."""
+    for t in range(len(bounds) - 1):
         lo, hi = int(bounds[t]), int(bounds[t + 1])
         write_table(ordered.slice(lo, hi - lo), path_of(t), pending, fmt)

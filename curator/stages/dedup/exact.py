@@ -89,7 +89,8 @@ class _HashTask:
 
 
 def _hash_part(task: _HashTask) -> dict:
-    table = read_part(task.path)
+    wanted = [TEXT, ID, *([task.score_field] if task.score_field else [])]
+    table = read_part(task.path, list(dict.fromkeys(wanted)))
     text = table.column(TEXT).combine_chunks()
     h1, h2 = document_hashes(normalise_text(text) if task.normalise else text, task.algorithm,
                              task.device)
@@ -186,8 +187,11 @@ class ExactDedup(DatasetStage):
         return self
 
     def warm_up(self) -> None:
-        if self.device == "gpu" and self.algorithm == "xxh3_128":
-            document_hashes(pa.array(["warm up the kernel"]), self.algorithm, self.device)
+        """The hash phase's kernels compiled or loaded before its first tasks (numba's, whose
+        compiler lock the first tasks would otherwise queue on, or the GPU's)."""
+        text = pa.array(["Warm  up the Kernels", ""])
+        document_hashes(normalise_text(text) if self.normalise else text, self.algorithm,
+                        self.device)
 
     def resources(self) -> dict[str, float]:
         return {"GPU": 1} if self.device == "gpu" else {}
