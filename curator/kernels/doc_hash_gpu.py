@@ -221,8 +221,11 @@ def doc_hashes_device(data: Any, starts: Any, ends: Any, base: int = 0) -> tuple
     return high, low
 
 
-def doc_hashes_gpu(text: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """``doc_hash.doc_hashes`` on the GPU: the host Arrow buffers are copied over once."""
+def doc_hashes_gpu(text: pa.Array | pa.ChunkedArray,
+                   normalise: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
+    """``doc_hash.doc_hashes`` on the GPU: the host Arrow buffers are copied over once. With
+    ``normalise``, of ``exact.normalise_text(text)``, normalised on the device
+    (``normalise_gpu``); None when a document is not valid UTF-8 (normalise on the CPU then)."""
     cp = _cupy()
     chunks = text.chunks if isinstance(text, pa.ChunkedArray) else [text]
     highs, lows = [], []
@@ -232,9 +235,16 @@ def doc_hashes_gpu(text: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
             buf = string_buffers(chunk)
             lo, hi = (int(buf.starts.min()), int(buf.ends.max())) if len(buf.starts) else (0, 0)
             with stream:
-                data = cp.asarray(buf.data[lo:max(hi, lo + 1)])
-                high, low = doc_hashes_device(data, cp.asarray(buf.starts),
-                                              cp.asarray(buf.ends), lo)
+                device = (cp.asarray(buf.data[lo:max(hi, lo + 1)]), cp.asarray(buf.starts),
+                          cp.asarray(buf.ends), lo)
+                if normalise:
+                    from curator.kernels.normalise_gpu import normalise_device
+
+                    normalised = normalise_device(*device)
+                    if normalised is None:
+                        return None
+                    device = (*normalised, 0)
+                high, low = doc_hashes_device(*device)
                 highs.append(high.get(stream=stream))
                 lows.append(low.get(stream=stream))
     if not highs:

@@ -2,8 +2,9 @@
 
 Phases (each restartable, none collects the dataset in one process):
   1. ``hash``   per part:   (h1, h2, id, score, part, row) → ``hash/<part>/bucket-B.parquet``;
-                            XXH3-128 in bulk over the Arrow buffers (``kernels.doc_hash``), on a
-                            GPU worker (``doc_hash_gpu``) when ``device`` resolves to gpu
+                            XXH3-128 in bulk over the Arrow buffers (``kernels.doc_hash``); where
+                            ``device`` resolves to gpu, on a GPU worker, the text normalised
+                            (``normalise_gpu``) and hashed (``doc_hash_gpu``) on the device
   2. ``group``  per bucket: sort by (hash, rank); first of each group survives →
                             ``decisions/bucket-B.parquet`` (part, row, id, duplicate_of)
   3. ``remove`` per part:   the runtime's removal phase drops the rows the decisions name
@@ -58,19 +59,25 @@ def text_hashes(text: pa.Array, algorithm: str) -> tuple[np.ndarray, np.ndarray]
     return pairs[:, 0].copy(), pairs[:, 1].copy()
 
 
-def document_hashes(text: pa.Array | pa.ChunkedArray, algorithm: str,
-                    device: str) -> tuple[np.ndarray, np.ndarray]:
-    """(high, low) 64-bit halves of each document's digest: ``xxh3_128`` by the bulk kernel on
-    the CPU or the GPU (the same bits), ``xxh3_128_loop`` and ``md5`` by ``text_hashes``."""
-    if algorithm != "xxh3_128":
-        return text_hashes(text, algorithm.removesuffix("_loop"))
-    if device == "gpu":
+def document_hashes(text: pa.Array | pa.ChunkedArray, algorithm: str, device: str,
+                    normalise: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(high, low) 64-bit halves of each document's digest (of ``normalise_text(text)`` with
+    ``normalise``): ``xxh3_128`` by the bulk kernel on the CPU or the GPU (the same bits; the
+    GPU normalises on the device too), ``xxh3_128_loop`` and ``md5`` by ``text_hashes``."""
+    if device == "gpu" and algorithm == "xxh3_128":
         from curator.kernels.doc_hash_gpu import doc_hashes_gpu
         from curator.kernels.minhash_gpu import gpu_available
 
         if not gpu_available():
             raise RuntimeError("exact_dedup: device 'gpu' but CuPy sees no GPU")
-        return doc_hashes_gpu(text)
+        hashes = doc_hashes_gpu(text, normalise)
+        if hashes is None:  # a document is not UTF-8: Arrow normalises (or refuses) on the CPU
+            hashes = doc_hashes_gpu(normalise_text(text))
+        return hashes
+    if normalise:
+        text = normalise_text(text)
+    if algorithm != "xxh3_128":
+        return text_hashes(text, algorithm.removesuffix("_loop"))
     from curator.kernels.doc_hash import doc_hashes
 
     return doc_hashes(text)
@@ -92,8 +99,7 @@ def _hash_part(task: _HashTask) -> dict:
     wanted = [TEXT, ID, *([task.score_field] if task.score_field else [])]
     table = read_part(task.path, list(dict.fromkeys(wanted)))
     text = table.column(TEXT).combine_chunks()
-    h1, h2 = document_hashes(normalise_text(text) if task.normalise else text, task.algorithm,
-                             task.device)
+    h1, h2 = document_hashes(text, task.algorithm, task.device, task.normalise)
     columns = {"h1": h1, "h2": h2, ID: table.column(ID),
                "part": np.full(len(h1), task.part, np.int32),
                "row": np.arange(len(h1), dtype=np.int64)}
@@ -190,8 +196,7 @@ class ExactDedup(DatasetStage):
         """The hash phase's kernels compiled or loaded before its first tasks (numba's, whose
         compiler lock the first tasks would otherwise queue on, or the GPU's)."""
         text = pa.array(["Warm  up the Kernels", ""])
-        document_hashes(normalise_text(text) if self.normalise else text, self.algorithm,
-                        self.device)
+        document_hashes(text, self.algorithm, self.device, self.normalise)
 
     def resources(self) -> dict[str, float]:
         return {"GPU": 1} if self.device == "gpu" else {}
