@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from curator.kernels.doc_hash import SECRET
+from curator.kernels.host_staging import to_device
 from curator.kernels.shingles import string_buffers
 
 BLOCK = 256
@@ -235,7 +236,7 @@ def doc_hashes_gpu(text: pa.Array | pa.ChunkedArray,
             buf = string_buffers(chunk)
             lo, hi = (int(buf.starts.min()), int(buf.ends.max())) if len(buf.starts) else (0, 0)
             with stream:
-                device = (cp.asarray(buf.data[lo:max(hi, lo + 1)]), cp.asarray(buf.starts),
+                device = (to_device(buf.data[lo:max(hi, lo + 1)], stream), cp.asarray(buf.starts),
                           cp.asarray(buf.ends), lo)
                 if normalise:
                     from curator.kernels.normalise_gpu import normalise_device

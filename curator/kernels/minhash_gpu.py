@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from curator.kernels.host_staging import to_device
 from curator.kernels.minhash import MinHashParams, permutations
 from curator.kernels.shingles import check_mode, string_buffers
 
@@ -407,16 +408,16 @@ class GpuMinHasher:
         return result
 
     def _run_whole(self, buf: Any, bands: bool) -> np.ndarray:
-        """Text that fits one chunk (a dataset part): copied over once and hashed on a stream of
-        this call's own, so that calls from several threads (parts in flight) overlap; no pinned
-        staging, whose allocation would serialise them."""
+        """Text that fits one chunk (a dataset part): copied over once, through the thread's
+        own pinned buffer (``host_staging``), and hashed on a stream of this call's own, so
+        that calls from several threads (parts in flight) overlap."""
         from curator.kernels.lsh import band_hashes
 
         cp = _cupy()
         lo, hi = int(buf.starts.min()), int(buf.ends.max())
         stream = cp.cuda.Stream(non_blocking=True)
         with stream:
-            data = cp.asarray(buf.data[lo:max(hi, lo + 1)])
+            data = to_device(buf.data[lo:max(hi, lo + 1)], stream)
             starts, ends = cp.asarray(buf.starts), cp.asarray(buf.ends)
             sig = self.signatures_device(data, starts, ends, base=lo, stream=stream)
             out = band_hashes(sig, self.params.bands, self.params.rows) if bands else sig

@@ -70,11 +70,13 @@ HD int utf8_encode(unsigned c, u8* out) {
 }
 
 // One document: lower case, runs of [\t\n\f\r ] as one space, Unicode whitespace trimmed at
-// both ends. Writes to ``out`` unless it is null; returns the length, or -1 if not UTF-8.
-// ``lower``: code point -> lower case below ``n_lower`` (others map to themselves); ``space``:
-// 1 where the lower-cased code point is whitespace Arrow trims, below ``n_space``.
+// both ends. Returns the length, or -1 if not UTF-8; writes the first ``limit`` bytes to
+// ``out`` (the length, from a first pass: trailing whitespace past it is never written, so
+// documents written side by side in parallel don't overlap). ``lower``: code point -> lower
+// case below ``n_lower`` (others map to themselves); ``space``: 1 where the lower-cased code
+// point is whitespace Arrow trims, below ``n_space``.
 HD long long normalise_doc(const u8* d, long long n, const unsigned* lower, unsigned n_lower,
-                           const u8* space, unsigned n_space, u8* out) {
+                           const u8* space, unsigned n_space, u8* out, long long limit) {
     long long w = 0, kept = 0;  // bytes written; bytes up to the last non-space code point
     bool started = false, in_run = false;
     for (long long p = 0; p < n;) {
@@ -95,7 +97,7 @@ HD long long normalise_doc(const u8* d, long long n, const unsigned* lower, unsi
         } else {
             in_run = false;
         }
-        w += utf8_encode(c, out ? out + w : 0);
+        w += utf8_encode(c, w < limit ? out + w : 0);
         if (!is_space) kept = w;
     }
     return kept;
@@ -110,18 +112,19 @@ extern "C" __global__ void normalised_lengths(
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     lengths[i] = normalise_doc(data + (starts[i] - base), ends[i] - starts[i], lower, n_lower,
-                               space, n_space, 0);
+                               space, n_space, 0, 0);
 }
 
 extern "C" __global__ void normalised_bytes(
         const u8* __restrict__ data, long long base, const long long* __restrict__ starts,
         const long long* __restrict__ ends, long long n, const unsigned* __restrict__ lower,
         unsigned n_lower, const u8* __restrict__ space, unsigned n_space,
-        const long long* __restrict__ out_starts, u8* __restrict__ out) {
+        const long long* __restrict__ out_starts, const long long* __restrict__ lengths,
+        u8* __restrict__ out) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     normalise_doc(data + (starts[i] - base), ends[i] - starts[i], lower, n_lower, space,
-                  n_space, out + out_starts[i]);
+                  n_space, out + out_starts[i], lengths[i]);
 }
 #endif
 """
@@ -213,5 +216,5 @@ def normalise_device(data: Any, starts: Any, ends: Any, base: int = 0
     starts_out = ends_out - lengths
     out = cp.empty(max(1, int(ends_out[-1]) if n else 1), cp.uint8)
     if n:
-        bytes_kernel(grid, (BLOCK,), (*args, starts_out, out))
+        bytes_kernel(grid, (BLOCK,), (*args, starts_out, lengths, out))
     return out, starts_out, ends_out

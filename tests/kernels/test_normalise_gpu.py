@@ -39,20 +39,21 @@ def host_build(tmp_path_factory):
         pytest.skip("no g++ to build the GPU source for the host")
     folder = tmp_path_factory.mktemp("normalise-host")
     (folder / "host.cpp").write_text("#define HD static inline\n" + SOURCE + r"""
-extern "C" long long normalise_all(const u8* data, const long long* starts, const long long* ends,
-                                   long long n, const unsigned* lower, unsigned n_lower,
-                                   const u8* space, unsigned n_space, long long* lengths,
-                                   u8* out) {
+extern "C" void normalise_all(const u8* data, const long long* starts, const long long* ends,
+                              long long n, const unsigned* lower, unsigned n_lower,
+                              const u8* space, unsigned n_space, long long* lengths, u8* out) {
     long long w = 0;
-    for (long long i = 0; i < n; ++i) {
+    for (long long i = 0; i < n; ++i) {  // pass 1, as the lengths kernel
         lengths[i] = normalise_doc(data + starts[i], ends[i] - starts[i], lower, n_lower, space,
-                                   n_space, 0);
-        if (lengths[i] < 0) continue;
-        if (out) normalise_doc(data + starts[i], ends[i] - starts[i], lower, n_lower, space,
-                               n_space, out + w);
-        w += lengths[i];
+                                   n_space, 0, 0);
+        w += lengths[i] < 0 ? 0 : lengths[i];
     }
-    return w;
+    for (long long i = n - 1; i >= 0; --i) {  // pass 2 backwards: a write past a document's
+        w -= lengths[i] < 0 ? 0 : lengths[i];  // end would show in the next one's bytes
+        if (lengths[i] >= 0)
+            normalise_doc(data + starts[i], ends[i] - starts[i], lower, n_lower, space, n_space,
+                          out + w, lengths[i]);
+    }
 }
 """)
     subprocess.run(["g++", "-O2", "-shared", "-fPIC", "host.cpp", "-o", "host.so"], cwd=folder,
@@ -66,14 +67,13 @@ def _host_normalise(lib, array: pa.Array) -> tuple[list[bytes | None], np.ndarra
     tables = case_tables()
     n = len(buf.starts)
     lengths = np.empty(n, np.int64)
-    out = np.empty(max(1, 2 * int((buf.ends - buf.starts).sum())), np.uint8)
+    out = np.empty(2 * int((buf.ends - buf.starts).sum()) + 1, np.uint8)
     data = np.ascontiguousarray(buf.data)
     starts, ends = np.ascontiguousarray(buf.starts), np.ascontiguousarray(buf.ends)
 
     def ptr(a: np.ndarray) -> ctypes.c_void_p:
         return ctypes.c_void_p(a.ctypes.data)
 
-    lib.normalise_all.restype = ctypes.c_longlong
     lib.normalise_all(ptr(data), ptr(starts), ptr(ends), ctypes.c_longlong(n),
                       ptr(tables.lower), ctypes.c_uint(len(tables.lower)), ptr(tables.space),
                       ctypes.c_uint(len(tables.space)), ptr(lengths), ptr(out))
