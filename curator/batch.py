@@ -18,6 +18,19 @@ SOURCE = "source"
 REASON = "reason"
 
 
+class InputUnavailable(Exception):
+    """A shard's input cannot be had in this run (a download that failed for good): the shard
+    is left not done, the run goes on with the others and ends failed naming it, and the next
+    run tries it again."""
+
+    def __init__(self, url: str, error: str, reason: str = "download_failed") -> None:
+        super().__init__(f"{url}: {error}")
+        self.url, self.error, self.reason = url, error, reason
+
+    def __reduce__(self):  # picklable across processes: the fields, not the message
+        return type(self), (self.url, self.error, self.reason)
+
+
 @dataclass
 class Failure:
     """A record that could not be processed, with where it came from and why."""

@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 
 import xxhash
 
+from curator import halt
+
 CHUNK = 1 << 20
 CHECK_BLOCK = 1 << 16
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -160,6 +162,8 @@ class _Partial:
             def write(block: bytes) -> None:
                 out.write(block)
                 self._feed(block)
+                out.flush()
+                halt.point("download", self.path.name.removeprefix(".").removesuffix(".part"))
 
             yield write
 

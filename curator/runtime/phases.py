@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
+from curator import halt
 from curator.batch import ID, REASON
 from curator.commit import commit_files, temporary_for, write_json_atomic
 from curator.counts import StageCount
@@ -72,7 +73,7 @@ class PhaseContext:
             todo.append((task, key))
         self._report(phase, len(results), len(tasks))
         run_keys = [f"{self.stage_name}-{phase}-{key}" for _, key in todo]
-        finished = self.executor.map(_keyed, [(fn, task, key) for task, key in todo],
+        finished = self.executor.map(_keyed, [(fn, task, key, phase) for task, key in todo],
                                      run_keys, resources or {})
         for item in finished:
             if isinstance(item, WorkerDied):
@@ -81,6 +82,7 @@ class PhaseContext:
             key, result = item
             write_json_atomic(markers / f"{key}.json",
                               {"fingerprint": self.fingerprint, "result": result})
+            halt.point(f"phase-done:{phase}", key)
             results[key] = result
             self._report(phase, len(results), len(tasks))
         self._time(phase, len(tasks), bool(todo), time.perf_counter() - started)
@@ -137,10 +139,12 @@ class PhaseContext:
         return StageCount(self.stage_name, self.stage_type)
 
 
-def _keyed(item: tuple[Callable[[Any], dict], Any, str]) -> tuple[str, dict]:
-    fn, task, key = item
+def _keyed(item: tuple[Callable[[Any], dict], Any, str, str]) -> tuple[str, dict]:
+    fn, task, key, phase = item
     with memory_returned():
-        return key, fn(task)
+        result = fn(task)
+    halt.point(f"phase-task:{phase}", key)
+    return key, result
 
 
 @dataclass(frozen=True)

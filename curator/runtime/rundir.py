@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from curator import halt
 from curator.commit import checksum, commit_files, write_json_atomic
 
 RUN_FILE = "run.json"
@@ -109,9 +110,11 @@ class RunDir:
     def commit(self, pending: list[tuple[Path, Path]], manifest: dict, segment: int) -> dict:
         """Rename a shard's temporary files into place, then write its manifest (last)."""
         commit_files(pending)
+        halt.point(f"shard-commit:segment-{segment:02d}", manifest["part"])
         files = [{"path": self._recorded(final), **_facts(final)} for _, final in pending]
         manifest = {**manifest, "files": files}
         write_json_atomic(self.manifest_path(segment, manifest["part"]), manifest)
+        halt.point(f"shard-done:segment-{segment:02d}", manifest["part"])
         return manifest
 
     def replace_committed(self, replacements: Iterable[tuple[Path, Path]]) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from curator import halt
 from curator.batch import Shard
 from curator.pipeline import PipelineModel, Segment
 from curator.plugins import load_imports
@@ -104,6 +105,7 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
             parts = {m["part"] for m in new}
             ran.update(s.index for s in shards if s.part in parts)
             manifests[segment.index] = sorted([*done.values(), *new], key=lambda m: m["part"])
+            halt.point(f"finalize:segment-{segment.index:02d}")
             extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
             unify_segment(run_dir, segment, keep, pipeline.intermediate_compression)
             if keep:
@@ -112,6 +114,7 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
                          for name in m["intermediate"]]
                 shards = [Shard(i, str(folder / name), label=name.removesuffix(".parquet"),
                                 source=source) for i, (name, source) in enumerate(files)]
+    halt.point("stats")
     stats = write_stats(run_dir, pipeline, manifests, extras,
                         {"seconds": round(time.time() - started, 3),
                          "executor_start_seconds": round(pool.start_seconds, 3),
