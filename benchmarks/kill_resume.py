@@ -7,10 +7,11 @@ The case is the one of ``tests/runtime/test_kill_fuzzy.py`` (``tests/runtime/kil
 bundled sample 8 times over 24 JSONL shards, read_jsonl → length_filter → fuzzy_dedup (32
 buckets) → write_parquet on a 2-process Dask LocalCluster. One uninterrupted reference run; then
 each try draws a place (the shards before the barrier, a phase of the stage, the shards after)
-and how many of its tasks must be done, seeded, starts ``curate run``, kills its process group
-with SIGKILL there (driver, scheduler, workers), runs the same command again and compares every
-output file, the manifests and stats.json (timings left out) with the reference. Prints one line
-per try and a summary; writes them to ``benchmarks/results_kill_resume.txt``.
+and which of its tasks to stop at, seeded, starts ``curate run`` with the ``curator.halt`` hook
+set to halt there, kills its process group with SIGKILL once it has halted (driver, scheduler,
+workers), runs the same command again and compares every output file, the manifests and
+stats.json (timings left out) with the reference. Prints one line per try and a summary; writes
+them to ``benchmarks/results_kill_resume.txt``.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def main() -> int:
         log = base / f"try-{i:02d}.log"
         clock = time.monotonic()
         try:
-            killing.kill_and_resume(config, run_dir, point, log)
+            killing.kill_and_resume(config, run_dir, point, log, reference)
         except killing.KillMissed as err:
             missed.append(i)
             say(f"try {i:2d}  {point.name:22s}  NOT RUN: {str(err).splitlines()[0]}")

@@ -13,6 +13,7 @@ from rich.console import Console
 from curator import __version__
 from curator.cli_classifier import classifier_app
 from curator.cli_errors import FAILED, USAGE, console, fail, one_line_errors
+from curator.cli_gc import gc
 from curator.cli_submit import submit
 from curator.config import ConfigError, load_pipeline
 from curator.runtime.requirements import MissingRequirement, check_requirements
@@ -129,6 +130,23 @@ def report(run_dir: Path) -> None:
 
 
 @app.command()
+def verify(run_dir: Path) -> None:
+    """Check every file a run recorded against its checksum; name each damaged one."""
+    from curator.runtime.verify import verify_run
+
+    try:
+        verdict = verify_run(run_dir)
+    except FileNotFoundError as err:
+        fail(str(err), FAILED)
+    for line in verdict.damaged:
+        typer.echo(line)
+    if verdict.damaged:
+        fail(f"{run_dir}: {len(verdict.damaged)} damaged of {verdict.checked} files checked; "
+             "`curate run` with the same command recomputes what they affect", FAILED)
+    typer.echo(f"{run_dir}: all {verdict.checked} recorded files whole")
+
+
+@app.command()
 def stages(type_name: Annotated[str | None, typer.Argument(
         metavar="[TYPE]", help="A stage type: show its parameters.")] = None) -> None:
     """List the stage types, or one type's parameters with types, defaults and help."""
@@ -154,6 +172,7 @@ def stages(type_name: Annotated[str | None, typer.Argument(
 
 
 app.command()(submit)
+app.command()(gc)
 
 
 def _stdout() -> Console:

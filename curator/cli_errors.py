@@ -19,6 +19,7 @@ from rich.markup import escape
 
 from curator.runtime.errors import CurationError, ExecutorError
 from curator.runtime.requirements import MissingRequirement
+from curator.runtime.run_lock import RunLocked
 from curator.runtime.rundir import RunDirError
 
 USAGE, FAILED, INTERRUPTED = 2, 1, 130
@@ -65,7 +66,7 @@ def one_line_errors() -> Iterator[None]:
         raise typer.Exit(INTERRUPTED) from None
     except MissingRequirement as err:
         fail(str(err), USAGE)
-    except (CurationError, RunDirError, ExecutorError, ValueError) as err:
+    except (CurationError, RunDirError, RunLocked, ExecutorError, ValueError) as err:
         fail(str(err), FAILED)
     except OSError as err:  # an unwritable run directory, a full disk, a missing input
         fail(_describe(err), FAILED)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +35,73 @@ def temporary_for(final: Path, pending: list[tuple[Path, Path]]) -> Path:
     return tmp
 
 
+_RECORDING = threading.local()
+
+
+@contextmanager
+def recording() -> Iterator[list[Path]]:
+    """Collect the files this thread commits inside the block (a phase task's files, for its
+    marker)."""
+    outer = getattr(_RECORDING, "files", None)
+    _RECORDING.files = files = []
+    try:
+        yield files
+    finally:
+        _RECORDING.files = outer
+        if outer is not None:
+            outer.extend(files)
+
+
 def commit_files(pending: list[tuple[Path, Path]]) -> None:
     """Rename temporary files into place."""
+    files = getattr(_RECORDING, "files", None)
     for tmp, final in pending:
         os.replace(tmp, final)
+        if files is not None:
+            files.append(final)
+
+
+def facts(path: Path) -> dict[str, Any]:
+    """What a record keeps of a file it committed: size and checksum (``bytes``, ``xxh3_128``),
+    and where and when it was written (``seen``: mtime and inode, the cheap check on resume)."""
+    stat = path.stat()
+    return {"bytes": stat.st_size, "xxh3_128": checksum(path),
+            "seen": [stat.st_mtime_ns, stat.st_ino]}
+
+
+def damage(path: Path, recorded: dict[str, Any], full: bool = False) -> str | None:
+    """Why ``path`` is not the file ``recorded`` by :func:`facts`, or None. Cheap unless ``full``
+    or its size, mtime or inode differ: then its checksum decides."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return "missing"
+    if stat.st_size != recorded["bytes"]:
+        return f"{stat.st_size} bytes, {recorded['bytes']} recorded"
+    if not full and recorded.get("seen") == [stat.st_mtime_ns, stat.st_ino]:
+        return None
+    if checksum(path) != recorded["xxh3_128"]:
+        return "checksum differs from the one recorded"
+    return None
+
+
+def full_check(item: tuple[str, str, dict[str, Any]]) -> tuple[str, str, str | None]:
+    """``(owner, path, recorded)`` → ``(owner, path, why damaged or None)``, by checksum: the
+    form an executor maps over the files a run is about to read again."""
+    owner, path, recorded = item
+    return owner, path, damage(Path(path), recorded, full=True)
+
+
+class DamagedRecord(ValueError):
+    """A record file (run.json, a manifest, a marker) that cannot be read; names the file."""
+
+
+def read_json(path: Path) -> Any:
+    """A record file's JSON; :class:`DamagedRecord` naming the file when it cannot be parsed."""
+    try:
+        return json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise DamagedRecord(f"{path}: damaged record ({err})") from None
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -3,8 +3,9 @@
 Off unless ``CURATOR_HALT`` is set (``NAME`` or ``NAME@N``: the N-th arrival at the point named
 ``NAME``, counted over every process of the run) together with ``CURATOR_HALT_DIR``. The process
 that arrives there writes ``<dir>/halted.json`` (the point, its key, the arrival, its pid) and
-waits, forever, for the signal; any process that reaches any point after that waits too, so
-nothing that passes a point is written once the run has halted. Points are listed in
+waits for the signal; any process that reaches any point after that waits too, so nothing that
+passes a point is written once the run has halted. A test that removes ``halted.json`` lets
+every waiting process go on (after killing one worker, say). Points are listed in
 :data:`POINTS`; the environment is inherited by Dask and Ray worker processes.
 """
 
@@ -54,8 +55,8 @@ def point(name: str, key: str = "") -> None:
         tmp = folder / f".{HALTED}.{os.getpid()}"
         tmp.write_text(json.dumps(record), encoding="utf-8")
         os.replace(tmp, folder / HALTED)
-    while True:  # halted: wait for the test's SIGKILL
-        time.sleep(3600)
+    while (folder / HALTED).exists():  # halted: wait for the test's signal, or its release
+        time.sleep(0.05)
 
 
 def _arrive(folder: Path, name: str) -> int:

@@ -56,6 +56,9 @@ class PipelineModel(BaseModel):
     max_failed_fraction: float = Field(
         0.1, ge=0, le=1, description="A stage that fails more of a shard's documents than this "
         "stops the run, naming itself (1: never).")
+    lock_stale_s: float = Field(
+        600.0, gt=0, description="A run directory's lock whose holder runs on another host (a "
+        "batch job on a shared file system) and has not renewed it for this long is taken over.")
     imports: list[str] = Field(
         default_factory=list, description="Modules defining third-party stages: Python files "
         "(relative to the YAML file) or dotted module names, imported on the driver and workers.")

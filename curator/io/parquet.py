@@ -243,14 +243,34 @@ def write_parquet(path: Path, schema: pa.Schema, row_groups: Iterable[pa.Table],
             _write_group(writer, group)
 
 
-def unify_parts(paths: list[Path], compression: str) -> Iterator[tuple[Path, Path]]:
+class DamagedPart(ValueError):
+    """A committed part that cannot be read, or is not the file its record says."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+
+
+def unify_parts(paths: list[Path], compression: str,
+                check: Callable[[Path], str | None] = lambda path: None,
+                ) -> Iterator[tuple[Path, Path]]:
     """Give the parts of one dataset one schema, the ``unified_schema`` of their footers, so
     that their folder reads as one table: each part whose schema differs is rewritten, row group
-    by row group, to a temporary file; yields (temporary, part) for the caller to put in place."""
-    schemas = [pq.read_schema(p) for p in paths]
+    by row group, to a temporary file; yields (temporary, part) for the caller to put in place.
+    A part whose footer cannot be read, or that ``check`` (before it is rewritten) says is
+    damaged, raises :class:`DamagedPart`."""
+    schemas = []
+    for path in paths:
+        try:
+            schemas.append(pq.read_schema(path))
+        except (pa.ArrowException, OSError) as err:
+            raise DamagedPart(path, f"unreadable Parquet footer ({err})") from None
     target = unified_schema(schemas)
     for path, schema in zip(paths, schemas, strict=True):
         if not schema.equals(target):
+            why = check(path)
+            if why is not None:
+                raise DamagedPart(path, why)
             tmp = path.with_name(f".{path.name}.tmp")
             write_parquet(tmp, target, _row_groups([path], target), compression)
             yield tmp, path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,11 @@ def funnel_table(stats: dict[str, Any]) -> Table:
         reasons = ", ".join(f"{k}: {v}" for k, v in s["removed_by_reason"].items())
         table.add_row(s["name"], s["type"], f"{s['in']:,}", f"{s['kept']:,}", f"{s['removed']:,}",
                       f"{s['failed']:,}", reasons, f"{s['seconds']:.2f}")
+    left = stats.get("left") or []
+    if left:
+        reasons = Counter(item["reason"] for item in left)
+        table.caption = (f"not complete: {len(left):,} shards left ("
+                         + ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())) + ")")
     return table
 
 

@@ -49,9 +49,9 @@ def write_report(run_dir: str | Path, stats: dict[str, Any] | None = None) -> Pa
 def render_html(stats: dict[str, Any]) -> str:
     stages: list[Stage] = stats["stages"]
     name = escape(str(stats.get("name", "")))
-    sections = [_summary(stats), _funnel(stages), _reasons(stages), _languages(stages),
-                _lengths(stages), _signals(stages), _dedup(stages), _contamination(stages),
-                _time(stages), _workers(stats), _phases(stats)]
+    sections = [_summary(stats), _left(stats), _funnel(stages), _reasons(stages),
+                _languages(stages), _lengths(stages), _signals(stages), _dedup(stages),
+                _contamination(stages), _time(stages), _workers(stats), _phases(stats)]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>curator: {name}</title><style>{STYLE}</style></head><body>"
             f"<h1>curator run: {name}</h1>{''.join(s for s in sections if s)}</body></html>")
@@ -71,6 +71,20 @@ def _summary(stats: dict[str, Any]) -> str:
     if "shards" in stats:
         figures.append(f"{stats['shards']:,} shards")
     return f"<p>{escape(' · '.join(figures))}</p>"
+
+
+def _left(stats: dict[str, Any]) -> str:
+    """The shards a run could not do (their input could not be had): the run is not complete."""
+    left = stats.get("left") or []
+    if not left:
+        return ""
+    rows = "".join(f"<tr><td class='l'>{escape(item['label'])}</td><td class='l'>"
+                   f"{escape(item['reason'])}</td><td class='l'>{escape(item['url'])}</td>"
+                   f"<td class='l'>{escape(item['error'])}</td></tr>" for item in left)
+    return (f"<h2>Not complete: {len(left):,} shards left</h2><p>Their input could not be had; "
+            "rerunning the same command tries them again.</p><table><tr><th class='l'>shard</th>"
+            "<th class='l'>reason</th><th class='l'>URL</th><th class='l'>error</th></tr>"
+            f"{rows}</table>")
 
 
 def _funnel(stages: list[Stage]) -> str:

@@ -10,7 +10,7 @@ resumed part-way reports this run's seconds only."""
 
 from __future__ import annotations
 
-import json
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -26,7 +26,17 @@ import xxhash
 
 from curator import halt
 from curator.batch import ID, REASON
-from curator.commit import commit_files, temporary_for, write_json_atomic
+from curator.commit import (
+    DamagedRecord,
+    commit_files,
+    damage,
+    facts,
+    full_check,
+    read_json,
+    recording,
+    temporary_for,
+    write_json_atomic,
+)
 from curator.counts import StageCount
 from curator.io.parquet import read_part
 from curator.runtime.errors import CurationError
@@ -34,6 +44,8 @@ from curator.runtime.executors import WorkerDied
 from curator.runtime.memory import memory_returned
 from curator.runtime.rundir import MANIFESTS, REJECTED_COMPRESSION, RunDir
 from curator.stages.context import Decide
+
+log = logging.getLogger("curator")
 
 
 @dataclass
@@ -52,6 +64,7 @@ class PhaseContext:
     progress: Callable[[str, int, int], None] | None = None
     intermediate_compression: str = "none"  # of the kept parts the removal phase writes
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    resumed: dict[str, set[str]] = field(default_factory=dict)  # phase -> keys an earlier run did
 
     def phase_times(self) -> dict[str, dict[str, Any]]:
         """``{phase: {"seconds": wall seconds, "tasks": tasks}}`` in the order they ran."""
@@ -64,36 +77,78 @@ class PhaseContext:
         results: dict[str, dict] = {}
         todo = []
         for task, key in zip(tasks, keys, strict=True):
-            marker = markers / f"{key}.json"
-            if marker.exists():
-                saved = json.loads(marker.read_text(encoding="utf-8"))
-                if saved.get("fingerprint") == self.fingerprint:
-                    results[key] = saved["result"]
-                    continue
+            saved = self._trusted(markers / f"{key}.json")
+            if saved is not None:
+                results[key] = saved["result"]
+                continue
             todo.append((task, key))
+        self.resumed[phase] = set(results)
         self._report(phase, len(results), len(tasks))
         run_keys = [f"{self.stage_name}-{phase}-{key}" for _, key in todo]
-        finished = self.executor.map(_keyed, [(fn, task, key, phase) for task, key in todo],
+        finished = self.executor.map(_keyed, [(fn, task, key, phase, self.run_dir.root)
+                                              for task, key in todo],
                                      run_keys, resources or {})
         for item in finished:
             if isinstance(item, WorkerDied):
                 raise CurationError(f"{self.stage_name}: a worker died each time it ran phase "
                                     f"{phase!r} task {item.task[2]!r}")
-            key, result = item
+            key, result, files = item
             write_json_atomic(markers / f"{key}.json",
-                              {"fingerprint": self.fingerprint, "result": result})
+                              {"fingerprint": self.fingerprint, "result": result, "files": files})
             halt.point(f"phase-done:{phase}", key)
             results[key] = result
             self._report(phase, len(results), len(tasks))
         self._time(phase, len(tasks), bool(todo), time.perf_counter() - started)
         return [results[k] for k in keys]
 
+    def _trusted(self, marker: Path) -> dict | None:
+        """A task's marker when this configuration wrote it and the files it records are whole;
+        else None (the task runs again), with a warning naming what is damaged."""
+        if not marker.exists():
+            return None
+        try:
+            saved = read_json(marker)
+        except DamagedRecord as err:
+            log.warning("%s; the task runs again", err)
+            return None
+        if saved.get("fingerprint") != self.fingerprint:
+            return None
+        for file in saved.get("files", []):
+            why = damage(self.run_dir.root / file["path"], file)
+            if why is not None:
+                log.warning("%s: %s; the phase task that wrote it runs again", file["path"], why)
+                return None
+        return saved
+
+    def damaged_outputs(self, phase: str, keys: list[str]) -> list[str]:
+        """Tasks of ``phase`` among ``keys`` whose recorded files are not whole, by checksum
+        (checked in parallel on the executor)."""
+        checks = []
+        for key in keys:
+            saved = read_json(self.work_dir / phase / "_done" / f"{key}.json")
+            checks += [(key, str(self.run_dir.root / f["path"]), f) for f in saved["files"]]
+        damaged = set()
+        names = [f"verify-{key}-{Path(path).name}" for key, path, _ in checks]
+        for outcome in self.executor.map(full_check, checks, names, {}):
+            key, path, why = outcome if isinstance(outcome, tuple) else ("", "", None)
+            if why is not None:
+                log.warning("%s: %s; the %s task that wrote it runs again", path, why, phase)
+                damaged.add(key)
+        return sorted(damaged)
+
+    def forget(self, phase: str, key: str) -> None:
+        """Drop a task's marker: the next pass over the phase runs it again."""
+        (self.work_dir / phase / "_done" / f"{key}.json").unlink(missing_ok=True)
+
     def _time(self, phase: str, tasks: int, ran: bool, seconds: float) -> None:
         """Record the phase's seconds; a phase an earlier run finished keeps that run's."""
         path = self.run_dir.root / MANIFESTS / self.work_dir.name / "phases.json"
         saved: dict[str, Any] = {}
         if path.exists():
-            saved = json.loads(path.read_text(encoding="utf-8"))
+            try:
+                saved = read_json(path)
+            except DamagedRecord:  # timings only: written again below
+                saved = {}
             if saved.get("fingerprint") != self.fingerprint:
                 saved = {}
         times = saved.get("phases", {})
@@ -139,12 +194,16 @@ class PhaseContext:
         return StageCount(self.stage_name, self.stage_type)
 
 
-def _keyed(item: tuple[Callable[[Any], dict], Any, str, str]) -> tuple[str, dict]:
-    fn, task, key, phase = item
-    with memory_returned():
+def _keyed(item: tuple[Callable[[Any], dict], Any, str, str, str]
+           ) -> tuple[str, dict, list[dict]]:
+    """Run one phase task; return its key, result and the files it committed (with facts)."""
+    fn, task, key, phase, root = item
+    with memory_returned(), recording() as written:
         result = fn(task)
+    files = [{"path": str(path.relative_to(root)) if path.is_relative_to(root) else str(path),
+              **facts(path)} for path in written]
     halt.point(f"phase-task:{phase}", key)
-    return key, result
+    return key, result, files
 
 
 @dataclass(frozen=True)

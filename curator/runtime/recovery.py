@@ -4,7 +4,9 @@
   as a value and is raised here, so the cluster neither retries it nor logs its traceback;
 * a task whose worker died each time it was tried runs again with every stage in a sandbox, so
   that the documents that kill a process fail alone (reason ``worker_died``) and the rest of the
-  shard goes on.
+  shard goes on;
+* a task whose input cannot be had in this run (``InputUnavailable``: a download that failed for
+  good) comes back as :class:`Left`: its shard is not committed, the others go on.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from curator.batch import InputUnavailable
 from curator.runtime.errors import CurationError
 from curator.runtime.executors import Executor, WorkerDied
 from curator.runtime.memory import memory_returned
@@ -27,17 +30,35 @@ class _Stopped:
     error: CurationError
 
 
-def _run(task: ShardTask) -> dict[str, Any] | _Stopped:
+@dataclasses.dataclass
+class Left:
+    """A shard left not done: its input could not be had (``url``, ``error``, ``reason``)."""
+
+    part: str
+    label: str
+    url: str
+    error: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+def _run(task: ShardTask) -> dict[str, Any] | _Stopped | Left:
     with memory_returned():
         try:
             return run_shard_task(task)
         except CurationError as err:
             return _Stopped(err)
+        except InputUnavailable as err:
+            return Left(task.shard.part, task.shard.label or task.shard.path, err.url, err.error,
+                        err.reason)
 
 
 def run_shard_tasks(ex: Executor, tasks: list[ShardTask],
-                    resources: dict[str, float]) -> Iterator[dict[str, Any]]:
-    """Each task's manifest, as tasks complete; those whose worker died are re-run isolated."""
+                    resources: dict[str, float]) -> Iterator[dict[str, Any] | Left]:
+    """Each task's manifest (or :class:`Left`), as tasks complete; those whose worker died are
+    re-run isolated."""
     died = []
     for result in ex.map(_run, tasks, [t.key for t in tasks], resources):
         if isinstance(result, WorkerDied):
@@ -55,7 +76,7 @@ def run_shard_tasks(ex: Executor, tasks: list[ShardTask],
         yield _manifest(result)
 
 
-def _manifest(result: dict[str, Any] | _Stopped) -> dict[str, Any]:
+def _manifest(result: dict[str, Any] | _Stopped | Left) -> dict[str, Any] | Left:
     if isinstance(result, _Stopped):
         raise result.error
     return result

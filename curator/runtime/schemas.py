@@ -2,20 +2,52 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-from curator.io.parquet import unify_parts
+from curator.commit import DamagedRecord, damage, read_json, write_json_atomic
+from curator.io.parquet import DamagedPart, unify_parts
 from curator.pipeline import Segment
-from curator.runtime.rundir import REJECTED_COMPRESSION, RunDir
+from curator.runtime.rundir import MANIFESTS, REJECTED_COMPRESSION, RunDir
 from curator.stages.base import Sink
+
+log = logging.getLogger("curator")
 
 
 def unify_segment(run_dir: RunDir, segment: Segment, keep_intermediate: bool,
-                  intermediate_compression: str) -> None:
+                  intermediate_compression: str, fingerprint: str, changed: bool) -> list[str]:
     """Each Parquet writer's parts, each stage's rejected documents and the kept rows handed to
     the next segment read as one table each, whatever columns each shard had. A rewritten part
     replaces the committed one with its manifest updated first, so a run killed here converges
-    on the same bytes."""
+    on the same bytes. Skipped when an earlier run unified the same shards (``changed``: this
+    run committed some). A part that cannot be read, or that is not whole when it is about to be
+    rewritten, is named; its shard's manifest is dropped and returned, for the shard to run
+    again."""
+    marker = run_dir.root / MANIFESTS / f"segment-{segment.index:02d}" / "unified.json"
+    if not changed and _unified(marker, fingerprint):
+        return []
+    try:
+        _unify(run_dir, segment, keep_intermediate, intermediate_compression)
+    except DamagedPart as err:
+        owner = run_dir.owner_of(err.path)
+        log.warning("%s; the shard that wrote it runs again", err)
+        if owner is None:
+            raise
+        run_dir.forget(segment.index, owner)
+        return [owner]
+    write_json_atomic(marker, {"fingerprint": fingerprint})
+    return []
+
+
+def _unified(marker: Path, fingerprint: str) -> bool:
+    try:
+        return marker.exists() and read_json(marker).get("fingerprint") == fingerprint
+    except DamagedRecord:
+        return False
+
+
+def _unify(run_dir: RunDir, segment: Segment, keep_intermediate: bool,
+           intermediate_compression: str) -> None:
     folders: list[tuple[Path, str]] = []
     for name, stage in segment.stages:
         if isinstance(stage, Sink) and (parts := stage.parquet_parts(run_dir.root, name)):
@@ -26,4 +58,11 @@ def unify_segment(run_dir: RunDir, segment: Segment, keep_intermediate: bool,
     for folder, compression in folders:
         parts = sorted(folder.glob("part-*.parquet"))
         if parts:
-            run_dir.replace_committed(unify_parts(parts, compression))
+            run_dir.replace_committed(unify_parts(parts, compression,
+                                                  lambda path: _check(run_dir, path)))
+
+
+def _check(run_dir: RunDir, path: Path) -> str | None:
+    """Why a committed part about to be rewritten is not the file its manifest records."""
+    recorded = run_dir.recorded_facts(path)
+    return None if recorded is None else damage(path, recorded, full=True)

@@ -137,10 +137,20 @@ def with_source(table: pa.Table, source: str) -> pa.Table:
 
 
 def run_shard_task(task: ShardTask) -> dict[str, Any]:
-    """Process one shard through the segment's stages; return its committed manifest."""
+    """Process one shard through the segment's stages; return its committed manifest. A task
+    that stops leaves none of its temporary files."""
+    pending: list[tuple[Path, Path]] = []
+    try:
+        return _process(task, pending)
+    except BaseException:
+        for tmp, _ in pending:
+            tmp.unlink(missing_ok=True)
+        raise
+
+
+def _process(task: ShardTask, pending: list[tuple[Path, Path]]) -> dict[str, Any]:
     run_dir = RunDir(task.run_dir)
     started_at = time.time()
-    pending: list = []
     first = task.stages[0][1]
     source = first if isinstance(first, Source) else None
     source_name = (first.source or task.stages[0][0]) if source is not None else ""

@@ -224,6 +224,10 @@ class Sink(BatchStage):
         a blend file, and return extra entries for this stage in ``stats.json``. Idempotent."""
         return {}
 
+    def dataset_files(self, run_dir: Path, stage_name: str) -> list[Path]:
+        """The files ``finalize`` writes (``--force`` removes them with the run's other files)."""
+        return []
+
     def output_dir(self, run_dir: Path, stage_name: str) -> Path:
         path = getattr(self, "path", None)
         return Path(path) if path else run_dir / stage_name

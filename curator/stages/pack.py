@@ -202,6 +202,9 @@ class Pack(TokenizingSink):
         return _PackWriter(self, ctx)
 
     # ------------------------------------------------------------------ after all shards
+    def dataset_files(self, run_dir: Path, stage_name: str) -> list[Path]:
+        return [self.output_dir(run_dir, stage_name) / METADATA]
+
     def finalize(self, run_dir: Path, stage_name: str,
                  shard_infos: list[dict[str, Any]]) -> dict[str, Any]:
         out = self.output_dir(run_dir, stage_name)

@@ -162,6 +162,11 @@ class Tokenize(TokenizingSink):
         return _TokenWriter(self, ctx)
 
     # ------------------------------------------------------------------ after all shards
+    def dataset_files(self, run_dir: Path, stage_name: str) -> list[Path]:
+        out = self.output_dir(run_dir, stage_name)
+        names = ("blend.json", "per_dataset_sequences.json")
+        return [out / n for n in names] + [out / f"{n}.tmp" for n in names]
+
     def finalize(self, run_dir: Path, stage_name: str,
                  shard_infos: list[dict[str, Any]]) -> dict[str, Any]:
         out = self.output_dir(run_dir, stage_name)

@@ -1,10 +1,13 @@
 """Kill a real ``curate run`` with SIGKILL at a chosen point, resume it, compare with a reference.
 
 A run is started with ``start_new_session=True``, so ``os.killpg`` takes the driver, the Dask
-scheduler and every worker process at once. The kill point is found by polling the run directory
-(shard manifests, phase markers under ``_work/segment-NN/<phase>/_done/``, output files) with a
-deadline. Output is compared byte for byte; ``stats.json`` and the manifests are compared with
-their timing fields left out.
+scheduler and every worker process at once. The kill point is a point of :mod:`curator.halt`:
+the run is started with ``CURATOR_HALT=NAME@N``, the process that arrives there the N-th time
+writes ``halted.json`` and blocks, and so does every process that reaches a point after it. The
+run waits for the kill, so there is no clock to race: the test waits for ``halted.json``, kills
+the process group, and checks from the run's manifests and markers that it stopped where the
+:class:`KillPoint` names. Output is compared byte for byte; ``stats.json`` and the manifests are
+compared with their timing fields left out.
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from curator import halt as hook
+
 ROOT = Path(__file__).resolve().parents[2]
-TIMING = {"seconds", "executor_start_seconds", "timeline"}
+#: Fields that differ between two runs of the same bytes: timings, and when and where a record
+#: saw a file it names (``seen``: its mtime and inode).
+TIMING = {"seconds", "executor_start_seconds", "timeline", "seen"}
 #: Files of a run that are not output bytes: the config it was started with, and the files that
 #: hold timings (compared without them by :func:`stats` and :func:`manifests`).
 NOT_OUTPUT = {"run.json", "stats.json", "report.html"}
-POLL_S = 0.003
 
 
 class KillMissed(AssertionError):
@@ -35,12 +41,23 @@ class KillMissed(AssertionError):
 
 
 # ------------------------------------------------------------------------------- processes
-def start(config: Path, output: Path, log: Path, *extra: str) -> subprocess.Popen:
-    """``curate run config --output output`` in a session of its own, output to ``log``."""
+def start(config: Path, output: Path, log: Path, *extra: str, halt: str | None = None,
+          halt_dir: Path | None = None) -> subprocess.Popen:
+    """``curate run config --output output`` in a session of its own, output to ``log``. With
+    ``halt`` (``NAME`` or ``NAME@N``, a point of :data:`curator.halt.POINTS`) the run stops there
+    and writes ``halt_dir/halted.json``; without, the hook is off (not inherited from here)."""
+    env = {k: v for k, v in os.environ.items() if k not in (hook.HALT, hook.HALT_DIR)}
+    if halt is not None:
+        kind = halt.partition("@")[0].partition(":")[0]
+        if kind not in hook.POINTS or halt_dir is None:
+            raise ValueError(f"halt {halt!r}: not a point of curator.halt, or no halt_dir")
+        halt_dir.mkdir(parents=True, exist_ok=True)
+        env.update({hook.HALT: halt, hook.HALT_DIR: str(halt_dir)})
     with open(log, "ab") as f:
         return subprocess.Popen(
             [sys.executable, "-m", "curator.cli", "run", str(config), "--output", str(output),
-             *extra], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+             *extra], cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+            start_new_session=True)
 
 
 def finish(proc: subprocess.Popen, log: Path, timeout: float = 300) -> str:
@@ -92,31 +109,30 @@ def kill_group(proc: subprocess.Popen, within: float = 10) -> None:
     assert not left, f"processes {left} of the killed run survived SIGKILL"
 
 
-def kill_when(proc: subprocess.Popen, ready: Callable[[], bool], what: str, log: Path,
-              deadline_s: float = 120, then: Callable[[], bool] | None = None) -> None:
-    """Poll ``ready()``; when it holds, SIGKILL the run's process group (driver, scheduler,
-    workers). Fails when the run ends first or the deadline passes.
-
-    With ``then``: when ``ready()`` holds, stop the driver (SIGSTOP: it runs the scheduler and
-    writes the dataset-level files) while the workers finish the tasks they hold, and SIGKILL
-    the group once ``then()`` holds. That cuts a run in a window too narrow to hit by polling
-    (between the last shard's commit and the driver's finalize, say)."""
+def wait_halted(proc: subprocess.Popen, halt_dir: Path, what: str, log: Path,
+                deadline_s: float = 300) -> dict[str, Any]:
+    """Wait for the run started with ``halt_dir`` to halt (``halted.json``); return the halted
+    record (point, key, arrival, pid). The run stays halted until :func:`kill_group`. It waits
+    for the kill, so the deadline only guards against a hung run; a run that ends first never
+    reached the point: :class:`KillMissed` (its process group killed)."""
+    halted = halt_dir / hook.HALTED
     deadline = time.monotonic() + deadline_s
+    while not halted.exists():
+        ended = proc.poll() is not None
+        if ended or time.monotonic() > deadline:
+            kill_group(proc)
+            why = f"ended (rc {proc.returncode})" if ended else f"did not halt in {deadline_s} s"
+            raise KillMissed(f"the run {why} before {what}:\n{tail(log)}")
+        time.sleep(0.05)  # the run is halted once the file exists: no window to miss
+    return json.loads(halted.read_text(encoding="utf-8"))
+
+
+def halt_and_kill(proc: subprocess.Popen, halt_dir: Path, what: str, log: Path,
+                  deadline_s: float = 300) -> dict[str, Any]:
+    """:func:`wait_halted`, then SIGKILL the run's process group (driver, scheduler, workers);
+    return the halted record."""
     try:
-        while not ready():
-            if proc.poll() is not None:
-                raise KillMissed(f"the run ended (rc {proc.returncode}) before {what}:\n"
-                                 f"{tail(log)}")
-            if time.monotonic() > deadline:
-                raise KillMissed(f"no {what} within {deadline_s} s:\n{tail(log)}")
-            time.sleep(POLL_S)
-        if then is not None:
-            os.kill(proc.pid, signal.SIGSTOP)
-            while not then():
-                if time.monotonic() > deadline:
-                    raise KillMissed(f"driver stopped, but the workers did not get to {what} "
-                                     f"within {deadline_s} s:\n{tail(log)}")
-                time.sleep(POLL_S)
+        return wait_halted(proc, halt_dir, what, log, deadline_s)
     finally:
         kill_group(proc)
 
@@ -130,14 +146,25 @@ def count(folder: Path, pattern: str = "*.json") -> int:
         return 0
 
 
-def markers(run_dir: Path, segment: int, phase: str) -> int:
-    """Tasks of a dataset stage's ``phase`` that committed their marker."""
-    return count(run_dir / "_work" / f"segment-{segment:02d}" / phase / "_done")
+def marker(run_dir: Path, segment: int, phase: str, key: str) -> Path:
+    """The marker a dataset stage's ``phase`` task ``key`` commits once its files are written."""
+    return run_dir / "_work" / f"segment-{segment:02d}" / phase / "_done" / f"{key}.json"
+
+
+def manifest(run_dir: Path, segment: int, part: str) -> Path:
+    """The manifest a shard commits last, once its files are in place."""
+    return run_dir / "_manifests" / f"segment-{segment:02d}" / f"{part}.json"
 
 
 def shards_done(run_dir: Path, segment: int) -> int:
     """Shards of a segment whose manifest is committed."""
     return count(run_dir / "_manifests" / f"segment-{segment:02d}", "part-*.json")
+
+
+def shard_files(run_dir: Path, segment: int, part: str) -> list[str]:
+    """The files (relative to the run directory) a finished run's manifest of shard ``part``
+    lists."""
+    return [f["path"] for f in json.loads(manifest(run_dir, segment, part).read_text())["files"]]
 
 
 def temporaries(run_dir: Path) -> list[Path]:
@@ -154,12 +181,16 @@ def _drop_timing(value: Any) -> Any:
 
 def outputs(run_dir: Path) -> dict[str, bytes]:
     """Every file of the run (outputs, rejected/, errors/, writers' dataset files, the dedup
-    work files) but for the config, the timed files and the manifests."""
+    work files) but for the config, the timed files and the manifests; the phase markers
+    (``_work/.../_done/*.json``) without their :data:`TIMING` fields."""
     out = {}
     for path in sorted(run_dir.rglob("*")):
         rel = path.relative_to(run_dir)
         if path.is_file() and str(rel) not in NOT_OUTPUT and rel.parts[0] != "_manifests":
-            out[str(rel)] = path.read_bytes()
+            data = path.read_bytes()
+            if rel.parts[0] == "_work" and rel.parent.name == "_done":
+                data = json.dumps(_drop_timing(json.loads(data)), sort_keys=True).encode()
+            out[str(rel)] = data
     return out
 
 
@@ -209,54 +240,134 @@ def _how(name: str, got: bytes, want: bytes) -> str:
 
 
 # ------------------------------------------------------------------------------- kill points
+#: ``landed(run_dir, halted, reference)``: None where the killed run stopped where its KillPoint
+#: says, else what is wrong.
+Landed = Callable[[Path, dict[str, Any], Path | None], str | None]
+
+
 @dataclass(frozen=True)
 class KillPoint:
-    """Kill when ``ready(run_dir)`` holds (or stop the driver then, and kill when
-    ``then(run_dir)`` holds); afterwards ``landed(run_dir)`` says whether the run was cut where
-    intended (a phase started and not finished): None, or what went wrong."""
+    """Cut a run at the ``at``-th arrival at the :mod:`curator.halt` point ``point``; then
+    ``landed(run_dir, halted, reference)`` says from the killed run's manifests and markers
+    whether it stopped where ``name`` says (None), or what is wrong. ``halted`` is the record of
+    ``halted.json`` (its ``key``: the shard or task that halted), ``reference`` the uninterrupted
+    run (or None: the checks that need it are left out). The checks bear on the halted key
+    (other workers may pass a point of their own, or two, before they block at the next), and
+    on counts no other worker can lower."""
 
     name: str
-    ready: Callable[[Path], bool]
-    landed: Callable[[Path], str | None]
-    then: Callable[[Path], bool] | None = None  # see kill_when
+    point: str
+    at: int
+    landed: Landed
+
+    @property
+    def halt(self) -> str:
+        """The ``CURATOR_HALT`` setting."""
+        return f"{self.point}@{self.at}"
+
+
+def _phase_landed(phase: str, segment: int | None) -> Landed:
+    """The halted task's marker not written (of ``segment``, or of any)."""
+    def landed(run_dir: Path, halted: dict[str, Any], reference: Path | None) -> str | None:
+        key = halted["key"]
+        written = (marker(run_dir, segment, phase, key).exists() if segment is not None
+                   else any(run_dir.glob(f"_work/segment-*/{phase}/_done/{key}.json")))
+        return f"{phase}: the halted task {key}'s marker was written" if written else None
+
+    return landed
+
+
+def _shard_landed(segment: int, at: int, committing: bool, shards: int | None) -> Landed:
+    """``committing``: the halted shard's manifest not written, the files the reference's
+    manifest of it lists in place; else its manifest written, at least ``at`` of the segment's
+    (each arrival wrote one first) and fewer than ``shards`` (all only if the other workers ran
+    every shard left in the moment the halting one took to write ``halted.json``)."""
+    seg = f"segment-{segment:02d}"
+
+    def landed(run_dir: Path, halted: dict[str, Any], reference: Path | None) -> str | None:
+        part, n = halted["key"], shards_done(run_dir, segment)
+        written = manifest(run_dir, segment, part).exists()
+        if committing:
+            if written:
+                return f"{seg}: the halted shard {part}'s manifest was written"
+            files = shard_files(reference, segment, part) if reference is not None else []
+            missing = [f for f in files if not (run_dir / f).is_file()]
+            return f"{seg}: files of the halted {part} not in place: {missing}" if missing \
+                else None
+        if not written:
+            return f"{seg}: the halted shard {part} has no manifest"
+        if n < at or (shards is not None and n >= shards):
+            return f"{seg}: {n} of {shards or '?'} manifests at the kill"
+        return None
+
+    return landed
 
 
 def in_phase(segment: int, phase: str, tasks: int, at: int) -> KillPoint:
-    """Kill once ``at`` of the ``tasks`` markers of ``phase`` exist (the phase must not be over:
-    the kill is checked to have left it between 1 and ``tasks - 1`` markers)."""
-    def landed(run_dir: Path) -> str | None:
-        n = markers(run_dir, segment, phase)
-        return None if 0 < n < tasks else f"{phase}: {n} of {tasks} tasks done at the kill"
-
-    return KillPoint(f"{phase}@{at}/{tasks}",
-                     lambda run_dir: markers(run_dir, segment, phase) >= at, landed)
+    """Halt the ``at``-th task of ``phase`` (of ``tasks``) that has written its files
+    (``phase-task``), its marker not yet written: the kill finds the phase begun and not over."""
+    return KillPoint(f"{phase}@{at}/{tasks}", f"phase-task:{phase}", at,
+                     _phase_landed(phase, segment))
 
 
-def in_shards(segment: int, shards: int, at: int) -> KillPoint:
-    """Kill once ``at`` of the segment's ``shards`` are committed (the segment not over)."""
-    def landed(run_dir: Path) -> str | None:
-        n = shards_done(run_dir, segment)
-        return None if 0 < n < shards else f"segment {segment}: {n} of {shards} shards at kill"
+def in_shards(segment: int, shards: int, at: int, committing: bool = False) -> KillPoint:
+    """Halt the ``at``-th shard of a shard segment (of ``shards``) to commit: its manifest just
+    written (``shard-done``), or with ``committing`` its files renamed into place and its
+    manifest not yet written (``shard-commit``)."""
+    seg = f"segment-{segment:02d}"
+    landed = _shard_landed(segment, at, committing, shards)
+    if committing:
+        return KillPoint(f"{seg}-commit@{at}/{shards}", f"shard-commit:{seg}", at, landed)
+    return KillPoint(f"{seg}@{at}/{shards}", f"shard-done:{seg}", at, landed)
 
-    return KillPoint(f"segment-{segment:02d}@{at}/{shards}",
-                     lambda run_dir: shards_done(run_dir, segment) >= at, landed)
+
+def hook_point(setting: str) -> KillPoint:
+    """The KillPoint of a bare ``CURATOR_HALT`` setting (``NAME`` or ``NAME@N``), checked as far
+    as its name tells: a shard point as :func:`in_shards` (the segment's size unknown), a
+    ``phase-task`` as :func:`in_phase` (in whichever segment); any other, only that the run did
+    not end."""
+    name, _, nth = setting.partition("@")
+    at, (kind, _, scope) = int(nth or 1), name.partition(":")
+    if kind in ("shard-commit", "shard-done"):
+        landed = _shard_landed(int(scope.removeprefix("segment-")), at,
+                               kind == "shard-commit", None)
+    elif kind == "phase-task":
+        landed = _phase_landed(scope, None)
+    else:
+        def landed(run_dir: Path, halted: dict[str, Any], reference: Path | None) -> None:
+            return None
+    return KillPoint(setting, name, at, landed)
 
 
-def kill_and_resume(config: Path, run_dir: Path, point: KillPoint, log: Path,
-                    deadline_s: float = 120) -> str:
-    """Start a run in ``run_dir`` (emptied first), kill it at ``point``, check where the kill
-    landed, run the same command again to the end; return the resumed run's log."""
+def kill_at(config: Path, run_dir: Path, point: KillPoint | str, log: Path,
+            reference: Path | None = None, deadline_s: float = 300) -> dict[str, Any]:
+    """Start a run in ``run_dir`` (emptied first) that halts at ``point`` (a KillPoint, or a
+    ``CURATOR_HALT`` setting: :func:`hook_point`), its halt folder beside ``log``, fresh;
+    SIGKILL it there; check that it stopped where ``point`` says and wrote no ``stats.json``;
+    return the halted record."""
+    if isinstance(point, str):
+        point = hook_point(point)
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    proc = start(config, run_dir, log)
-    then = point.then
-    kill_when(proc, lambda: point.ready(run_dir), point.name, log, deadline_s,
-              None if then is None else lambda: then(run_dir))
-    missed = point.landed(run_dir)
+    halt_dir = log.with_name(f"{log.stem}.halt")
+    shutil.rmtree(halt_dir, ignore_errors=True)
+    proc = start(config, run_dir, log, halt=point.halt, halt_dir=halt_dir)
+    halted = halt_and_kill(proc, halt_dir, point.name, log, deadline_s)
+    assert (halted["point"], halted["arrival"]) == (point.point, point.at), halted
+    missed = point.landed(run_dir, halted, reference)
+    if missed is None and (run_dir / "stats.json").exists():
+        missed = "stats.json was written"
     if missed is not None:
-        raise KillMissed(f"kill missed {point.name}: {missed}\n{tail(log)}")
-    if (run_dir / "stats.json").exists():
-        raise KillMissed(f"the run had finished before the kill at {point.name}")
+        raise KillMissed(f"the kill at {point.name} ({halted}) landed elsewhere: {missed}\n"
+                         f"{tail(log)}")
+    return halted
+
+
+def kill_and_resume(config: Path, run_dir: Path, point: KillPoint, log: Path, reference: Path,
+                    deadline_s: float = 300) -> str:
+    """:func:`kill_at` ``point``, then run the same command again (the hook off) to the end;
+    return the resumed run's log."""
+    kill_at(config, run_dir, point, log, reference, deadline_s)
     return run(config, run_dir, log)
 
 
@@ -325,7 +436,8 @@ def fuzzy_phases(rounds: int = 3) -> list[tuple[int, str, int]]:
 
 
 def kill_point(segment: int, phase: str, tasks: int, at: int) -> KillPoint:
-    """Cut a shard segment (``phase`` empty) or a phase once ``at`` of its tasks are done."""
+    """Cut a shard segment (``phase`` empty: :func:`in_shards`) or a phase (:func:`in_phase`) at
+    the ``at``-th of its ``tasks``."""
     return in_phase(segment, phase, tasks, at) if phase else in_shards(segment, tasks, at)
 
 

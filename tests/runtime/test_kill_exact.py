@@ -1,5 +1,6 @@
-"""exact_dedup killed with SIGKILL (driver, scheduler and workers) inside each of its phases, then
-run again with the same command, gives the uninterrupted run's bytes."""
+"""exact_dedup killed with SIGKILL (driver, scheduler and workers) inside each of its phases, and
+between a shard's files and its manifest, then run again with the same command, gives the
+uninterrupted run's bytes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tests.runtime import killing
 SHARDS, BUCKETS = 24, 32
 POINTS = {
     "segment-00": killing.in_shards(0, SHARDS, SHARDS // 4),
+    "segment-00-commit": killing.in_shards(0, SHARDS, SHARDS // 4, committing=True),
     "hash": killing.in_phase(1, "hash", SHARDS, SHARDS // 4),
     "group": killing.in_phase(1, "group", BUCKETS, BUCKETS // 4),
     "remove": killing.in_phase(1, "remove", SHARDS, SHARDS // 4),
@@ -32,6 +34,6 @@ def case(tmp_path_factory):
 @pytest.mark.parametrize("point", list(POINTS))
 def test_exact_dedup_killed_in_a_phase_resumes_to_identical_bytes(point, case, tmp_path):
     config, run_dir, reference = case
-    killing.kill_and_resume(config, run_dir, POINTS[point], tmp_path / "run.log")
+    killing.kill_and_resume(config, run_dir, POINTS[point], tmp_path / "run.log", reference)
     assert killing.differences(run_dir, reference) == []
     assert_accounting(run_dir)

@@ -26,7 +26,7 @@ def case(tmp_path_factory):
                                    "remove", "segment-02"])
 def test_fuzzy_dedup_killed_in_a_phase_resumes_to_identical_bytes(point, case, tmp_path):
     config, run_dir, reference = case
-    killing.kill_and_resume(config, run_dir, POINTS[point], tmp_path / "run.log")
+    killing.kill_and_resume(config, run_dir, POINTS[point], tmp_path / "run.log", reference)
     assert killing.differences(run_dir, reference) == []
     assert_accounting(run_dir)
 
@@ -49,6 +49,6 @@ def one_task_case(tmp_path_factory, case):
 @pytest.mark.parametrize("point", ["edges", "remove"])
 def test_one_task_components_killed_resume_to_identical_bytes(point, one_task_case, tmp_path):
     config, run_dir, reference = one_task_case
-    killing.kill_and_resume(config, run_dir, POINTS[point], tmp_path / "run.log")
+    killing.kill_and_resume(config, run_dir, POINTS[point], tmp_path / "run.log", reference)
     assert killing.differences(run_dir, reference) == []
     assert_accounting(run_dir)

@@ -1,6 +1,6 @@
-"""tokenize killed with SIGKILL (driver, scheduler and workers) while shards are being written,
-after the last shard but before the blend file, and after the blend file but before the run
-ended, then run again with the same command, gives the uninterrupted run's bytes: every
+"""tokenize killed with SIGKILL (driver, scheduler and workers) between a shard's pieces and its
+manifest, after the last shard but before the blend file, and after the blend file but before the
+run ended, then run again with the same command, gives the uninterrupted run's bytes: every
 .bin/.idx piece, blend.json, per_dataset_sequences.json, rejected/, errors/ and stats.json."""
 
 from __future__ import annotations
@@ -61,56 +61,28 @@ stages:
     return config
 
 
-def _tokens(run_dir: Path) -> Path:
-    return run_dir / "tokens"
+def _blend(run_dir: Path) -> Path:
+    return run_dir / "tokens" / "blend.json"
 
 
-def _writing(run_dir: Path) -> bool:
-    """A shard's pieces are being written: temporary .bin/.idx files exist."""
-    return any(_tokens(run_dir).glob(".*_text_document.*.tmp"))
+def _before_blend(run_dir: Path, halted: dict, reference: Path | None) -> str | None:
+    """Halted in the driver once every shard is committed, before the writers' finalize."""
+    if (n := killing.shards_done(run_dir, 0)) != SHARDS:
+        return f"{n} of {SHARDS} shards committed"
+    return "blend.json was already written" if _blend(run_dir).exists() else None
 
 
-def _shards_then_writing(run_dir: Path) -> bool:
-    return killing.shards_done(run_dir, 0) >= SHARDS // 4 and _writing(run_dir)
-
-
-def _mid_shards(run_dir: Path) -> str | None:
-    n = killing.shards_done(run_dir, 0)
-    return None if 0 < n < SHARDS else f"{n} of {SHARDS} shards committed at the kill"
-
-
-def _last_shard_running(run_dir: Path) -> bool:
-    return killing.shards_done(run_dir, 0) >= SHARDS - 1
-
-
-def _all_shards(run_dir: Path) -> bool:
-    return killing.shards_done(run_dir, 0) == SHARDS
-
-
-def _before_blend(run_dir: Path) -> str | None:
-    if killing.shards_done(run_dir, 0) != SHARDS:
-        return "not every shard was committed"
-    if (_tokens(run_dir) / "blend.json").exists():
-        return "blend.json was already written"
-    return None
-
-
-def _blend_written(run_dir: Path) -> bool:
-    return (_tokens(run_dir) / "blend.json").exists()
-
-
-def _after_blend(run_dir: Path) -> str | None:
-    return None if _blend_written(run_dir) else "blend.json not written"
+def _after_blend(run_dir: Path, halted: dict, reference: Path | None) -> str | None:
+    """Halted in the driver after the writers' finalize, before stats.json."""
+    return None if _blend(run_dir).exists() else "blend.json not written"
 
 
 POINTS = {
-    "shards": killing.KillPoint("tokenize shards (a piece in flight)", _shards_then_writing,
-                                _mid_shards),
-    # the driver writes blend.json a few ms after the last shard commits: it is stopped while
-    # the workers commit the last shard, then killed
-    "before-blend": killing.KillPoint("last shard committed, no blend.json", _last_shard_running,
-                                      _before_blend, then=_all_shards),
-    "after-blend": killing.KillPoint("blend.json written, run not ended", _blend_written,
+    # a shard's .bin/.idx pieces renamed into place, its manifest not yet written
+    "shards": killing.in_shards(0, SHARDS, SHARDS // 4, committing=True),
+    "before-blend": killing.KillPoint("last shard committed, no blend.json",
+                                      "finalize:segment-00", 1, _before_blend),
+    "after-blend": killing.KillPoint("blend.json written, run not ended", "stats", 1,
                                      _after_blend),
 }
 
@@ -132,6 +104,6 @@ def case(tmp_path_factory):
 @pytest.mark.parametrize("point", list(POINTS))
 def test_tokenize_killed_resumes_to_identical_bytes(point, case, tmp_path):
     config, run_dir, reference = case
-    killing.kill_and_resume(config, run_dir, POINTS[point], tmp_path / "run.log")
+    killing.kill_and_resume(config, run_dir, POINTS[point], tmp_path / "run.log", reference)
     assert killing.differences(run_dir, reference) == []
     assert_accounting(run_dir)

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from curator import Pipeline
-from curator.batch import Shard
+from curator.batch import InputUnavailable, Shard
+from curator.io.download_cache import DownloadCache
 from curator.stages.sources.common_crawl import CommonCrawl
 from curator.stages.writers import WriteParquet
 from tests.conftest import ROOT, assert_accounting
@@ -68,16 +68,6 @@ def read_locally(root: Path, paths: list[str]) -> tuple[pa.Table, list]:
     return pa.concat_tables(tables).sort_by("id"), failed
 
 
-def whole_file(name: str, label: str) -> pa.Table:
-    """The documents of the corpus file ``name`` in file order, read from disk as ``label``."""
-    from curator.io.warc import read_warc_batches
-
-    tables = [b.table.select(COLUMNS) for b in
-              read_warc_batches(Shard(0, str(CORPUS / name), label=label), 1 << 20, "x")
-              if b.table.num_rows]
-    return pa.concat_tables(tables)
-
-
 def source(url: str, **options) -> CommonCrawl:
     return CommonCrawl(snapshots=[SNAPSHOT], base_url=url, base_delay_s=0.01, timeout_s=0.5,
                        **options)
@@ -85,29 +75,34 @@ def source(url: str, **options) -> CommonCrawl:
 
 def test_misbehaving_server_retries_resumes_and_loses_nothing(tmp_path, dask_scheduler):
     root = tmp_path / "www"
-    served = lay_out(root, FILES)
+    served = lay_out(root, {f: name for f, name in FILES.items() if f != "truncated"})
     faults = {served[f]: [f] for f in ("reset", "503", "429", "slow")}
-    run1, run2 = tmp_path / "run1", tmp_path / "run2"
+    run1, run2 = tmp_path / "runs" / "run1", tmp_path / "runs" / "run2"
     with FaultyServer(root, faults=faults, stall_s=1.5, retry_after=1) as server:
         Pipeline([source(server.url), WriteParquet()]).run(
             output=run1, scheduler=dask_scheduler, progress=False)
+        notes = json.loads((run1 / "stats.json").read_text())["stages"][0]["notes"]
         log = {f: server.requests(p) for f, p in served.items()}
         first = [r for r in server.requests() if r.path.endswith(".warc.gz")]
-        # a rerun with the downloads as its cache fetches no WARC file again
-        Pipeline([source(server.url, cache_dir=str(run1 / "downloads")), WriteParquet()]).run(
+        # another run beside it shares the cache (.curator-cache in their folder), and --force
+        # on a run leaves the cache alone: neither fetches a WARC file again
+        Pipeline([source(server.url), WriteParquet()]).run(
             output=run2, scheduler=dask_scheduler, progress=False)
+        Pipeline([source(server.url), WriteParquet()]).run(
+            output=run1, scheduler=dask_scheduler, progress=False, force=True)
         again = [r for r in server.requests() if r.path.endswith(".warc.gz")]
 
     statuses = {f: [r.status for r in requests] for f, requests in log.items()}
     assert statuses == {"reset": [200, 206], "503": [503, 200], "429": [429, 200],
-                        "slow": [200, 206], "truncated": [200, 200], "none": [200]}
+                        "slow": [200, 206], "none": [200]}
     for fault in ("reset", "slow"):  # resumed from where the cut transfer stopped
         start = int(log[fault][1].range.removeprefix("bytes=").rstrip("-"))
         assert 0 < start < (root / served[fault]).stat().st_size
     assert log["429"][1].at - log["429"][0].at >= 0.95  # Retry-After: 1, backoff 0.01 s
-    assert len(again) == len(first) == 11  # the rerun added none
+    assert len(again) == len(first) == 9  # the later runs added none
 
     expected, local_failures = read_locally(root, list(served.values()))
+    assert local_failures == []
     for run in (run1, run2):
         stats = assert_accounting(run)
         got = pq.read_table(run / "write_parquet").select(COLUMNS).sort_by("id")
@@ -115,27 +110,43 @@ def test_misbehaving_server_retries_resumes_and_loses_nothing(tmp_path, dask_sch
         assert set(pq.read_table(run / "write_parquet").column("source").to_pylist()) == {
             "common_crawl"}
         cc = stats["stages"][0]
-        assert cc["failed"] == len(local_failures) >= 1
-        assert cc["in"] == cc["kept"] + cc["failed"] and cc["kept"] == expected.num_rows
-        errors = [json.loads(line) for f in sorted((run / "errors" / "common_crawl").glob("*"))
-                  for line in f.read_text().splitlines()]
-        assert {e["reason"] for e in errors} == {"truncated_gzip"}
-        assert {e["file"] for e in errors} == {served["truncated"]}
-        # nothing else is lost: the cut file gives the whole file's records up to the cut,
-        # and the one it cuts is the failed one
-        whole = whole_file(FILES["truncated"], served["truncated"])
-        mine = got.filter(pc.equal(got.column("warc_file"), served["truncated"]))
-        k = mine.num_rows
-        assert k and mine.equals(whole.slice(0, k).sort_by("id"))
-        assert [e["id"] for e in errors] == [whole.column("id")[k].as_py()]
-    notes = json.loads((run1 / "stats.json").read_text())["stages"][0]["notes"]
-    assert notes["downloaded"] == 6 and notes["resumed_requests"] == 2
-    assert notes["served_damaged"] == 1
-    assert json.loads((run2 / "stats.json").read_text())["stages"][0]["notes"]["cached"] == 6
-    kept = run1 / "downloads" / served["none"]  # downloads land in the run directory
-    assert kept.read_bytes() == (root / served["none"]).read_bytes()
+        assert cc["failed"] == 0 and cc["in"] == cc["kept"] == expected.num_rows
+        assert cc["notes"]["cached"] == 5 and "downloaded" not in cc["notes"]
+    assert notes["downloaded"] == 5 and notes["resumed_requests"] == 2
+    assert "cached" not in notes and "damaged_in_cache" not in notes
+    cache = DownloadCache(tmp_path / "runs" / ".curator-cache")  # beside the runs, not in them
+    assert cache.path(server.url + served["none"]).read_bytes() == (
+        root / served["none"]).read_bytes()
+    assert not (run1 / "downloads").exists()
 
 
+def test_a_file_that_cannot_be_had_leaves_its_shard_unavailable(tmp_path):
+    root = tmp_path / "www"
+    served = lay_out(root, {"missing": FILES["none"], "truncated": FILES["truncated"]})
+    (root / served["missing"]).unlink()
+    with FaultyServer(root) as server:
+        cc = source(server.url)
+        missing, truncated = cc.shards()
+        for _ in range(2):  # a second run tries again: nothing was kept of either
+            with pytest.raises(InputUnavailable) as err:
+                list(cc.read_in_run(missing, 1 << 20, tmp_path / "runs" / "cc"))
+            assert (err.value.url, err.value.error) == (missing.path, "HTTP 404 Not Found")
+            assert err.value.reason == "download_failed"
+            assert str(err.value) == f"{server.url}{served['missing']}: HTTP 404 Not Found"
+            with pytest.raises(InputUnavailable) as err:
+                list(cc.read_in_run(truncated, 1 << 20, tmp_path / "runs" / "cc"))
+            assert err.value.url == truncated.path and err.value.error == (
+                "served damaged twice: truncated gzip member at the end of the file")
+        # outside a run, through the cache_dir given
+        with pytest.raises(InputUnavailable, match="HTTP 404"):
+            list(source(server.url, cache_dir=str(tmp_path / "c")).read(missing, 1 << 20))
+        with pytest.raises(ValueError, match="cache_dir is needed outside a run"):
+            list(cc.read(missing, 1 << 20))
+        assert [r.status for r in server.requests(served["missing"])] == [404] * 3
+        assert len(server.requests(served["truncated"])) == 2 * 2
+
+
+# for full runs through the command line
 def write_config(path: Path, url: str, output: Path, **extra) -> None:
     stage = {"type": "common_crawl", "snapshots": [SNAPSHOT], "base_url": url,
              "max_tries": 3, "base_delay_s": 0.01, "timeout_s": 2}
@@ -146,34 +157,6 @@ def write_config(path: Path, url: str, output: Path, **extra) -> None:
 def curate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "curator.cli", *args], cwd=ROOT, text=True,
                           capture_output=True, timeout=120)
-
-
-def test_unrecoverable_file_fails_naming_the_url(tmp_path, dask_scheduler):
-    root = tmp_path / "www"
-    served = lay_out(root, {"dead": FILES["503"], "none": FILES["none"]})
-    with FaultyServer(root, always={served["dead"]: "503"}) as server:
-        url = server.url + served["dead"]
-        write_config(tmp_path / "skip.yaml", server.url, tmp_path / "skip")
-        skip = curate("run", str(tmp_path / "skip.yaml"), "--scheduler", dask_scheduler)
-        write_config(tmp_path / "fail.yaml", server.url, tmp_path / "fail", on_error="fail")
-        fail = curate("run", str(tmp_path / "fail.yaml"), "--scheduler", dask_scheduler)
-        dead_tries = len(server.requests(served["dead"]))
-
-    assert dead_tries == 2 * 3  # max_tries per run
-    # on_error: skip (the default): the run finishes; the file is one counted failure
-    assert skip.returncode == 0, skip.stderr
-    assert "Traceback" not in skip.stderr
-    stats = assert_accounting(tmp_path / "skip")
-    errors = (tmp_path / "skip" / "errors" / "common_crawl" / "part-00000.jsonl").read_text()
-    [error] = [json.loads(line) for line in errors.splitlines()]
-    assert error["reason"] == "download_failed" and url in error["error"]
-    assert stats["stages"][0]["failed"] == 1
-    expected, _ = read_locally(root, [served["none"]])
-    assert pq.read_table(tmp_path / "skip" / "write_parquet").num_rows == expected.num_rows
-    # on_error: fail: one line naming the URL (after the progress lines), exit 1
-    assert fail.returncode == 1
-    [line] = [li for li in fail.stderr.splitlines() if li.startswith("error:")]
-    assert url in line and "HTTP 503" in line and "Traceback" not in fail.stderr
 
 
 def test_choice_of_files_is_deterministic(tmp_path):

@@ -13,8 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 from pydantic import Field, field_validator
 
-from curator.batch import Failure, Shard, SourceBatch
-from curator.io.download import DownloadError, RetryPolicy, download
+from curator.batch import InputUnavailable, Shard, SourceBatch
+from curator.io.download import DownloadError, RetryPolicy
+from curator.io.download_cache import DownloadCache, default_cache_dir
 from curator.stages.base import Source
 
 DEFAULT_BASE_URL = "https://data.commoncrawl.org/"
@@ -23,7 +24,8 @@ DEFAULT_BASE_URL = "https://data.commoncrawl.org/"
 class CommonCrawl(Source):
     """Common Crawl WARC files, one shard per file: each snapshot's ``warc.paths.gz`` lists
     them, a deterministic subset is chosen, each is downloaded (retried, resumed, checked whole,
-    cached) and its HTML responses read."""
+    cached) and its HTML responses read. A file that cannot be had whole raises
+    ``InputUnavailable``: its shard is left for the next run."""
 
     type = "common_crawl"
     version = 2  # 2: a bad HTTP encoding fails its record only (no second failure)
@@ -41,8 +43,9 @@ class CommonCrawl(Source):
     seed: int = Field(0, description="Seed of 'sample'.")
     max_files: int | None = Field(None, gt=0, description="At most this many WARC files per "
                                   "snapshot (the first ones of the choice).")
-    cache_dir: str | None = Field(None, description="Where downloads are kept (and found again "
-                                  "on a rerun); default <run dir>/downloads/.")
+    cache_dir: str | None = Field(None, description="Download cache shared by runs and "
+                                  "processes (checked before reuse; 'curate gc' trims it); "
+                                  "default: .curator-cache beside the run directory.")
     max_tries: int = Field(8, gt=0, description="Consecutive failed attempts without progress "
                            "before a file is given up.")
     base_delay_s: float = Field(1.0, ge=0, description="First retry delay; doubles per failure, "
@@ -77,19 +80,18 @@ class CommonCrawl(Source):
         return shards
 
     def listing(self, snapshot: str) -> list[str]:
-        """The WARC paths of ``snapshot`` (from its warc.paths.gz, cached with the downloads
-        when ``cache_dir`` is set)."""
-        name = f"crawl-data/{snapshot}/warc.paths.gz"
+        """The WARC paths of ``snapshot`` (from its warc.paths.gz, kept in the cache when
+        ``cache_dir`` is set: the run directory is not known yet)."""
+        url = f"{self.base_url}crawl-data/{snapshot}/warc.paths.gz"
         with tempfile.TemporaryDirectory() as scratch:
-            root = Path(self.cache_dir) if self.cache_dir else Path(scratch)
+            cache = DownloadCache(Path(self.cache_dir) if self.cache_dir else Path(scratch))
             try:
-                got = download(self.base_url + name, root / name, self.policy(),
-                               self.per_host_connections)
+                with cache.fetching(url, self.policy(), self.per_host_connections) as got:
+                    if got.damaged:
+                        raise ValueError(f"common_crawl: {url}: {got.damaged}")
+                    text = gzip.decompress(got.path.read_bytes()).decode()
             except DownloadError as err:
                 raise ValueError(f"common_crawl: cannot list {snapshot}: {err}") from None
-            if got.damaged:
-                raise ValueError(f"common_crawl: {self.base_url + name}: {got.damaged}")
-            text = gzip.decompress(got.path.read_bytes()).decode()
         return [line.strip() for line in text.splitlines() if line.strip()]
 
     def choose(self, paths: list[str]) -> list[str]:
@@ -104,32 +106,37 @@ class CommonCrawl(Source):
     def read(self, shard: Shard, batch_bytes: int) -> Iterator[SourceBatch]:
         if not self.cache_dir:
             raise ValueError("common_crawl: cache_dir is needed outside a run")
-        return self.read_in_run(shard, batch_bytes, Path(self.cache_dir))
+        return self._read(shard, batch_bytes, DownloadCache(Path(self.cache_dir)))
 
     def read_in_run(self, shard: Shard, batch_bytes: int, run_dir: Path) -> Iterator[SourceBatch]:
+        root = Path(self.cache_dir) if self.cache_dir else default_cache_dir(run_dir)
+        return self._read(shard, batch_bytes, DownloadCache(root))
+
+    def _read(self, shard: Shard, batch_bytes: int,
+              cache: DownloadCache) -> Iterator[SourceBatch]:
+        """The shard's WARC file fetched through ``cache`` and read while kept there."""
         from curator.io.warc import read_warc_batches
 
-        name = self.name or self.type
-        cache = Path(self.cache_dir) if self.cache_dir else run_dir / "downloads"
+        url = shard.path
         try:
-            got = download(shard.path, cache / shard.label, self.policy(),
-                           self.per_host_connections)
+            with cache.fetching(url, self.policy(), self.per_host_connections) as got:
+                if got.damaged:
+                    raise InputUnavailable(url, f"served damaged twice: {got.damaged}")
+                notes = Counter({"downloaded": 0 if got.cached else 1, "cached": int(got.cached),
+                                 "download_requests": got.requests,
+                                 "resumed_requests": got.resumed,
+                                 "damaged_in_cache": got.damaged_in_cache})
+                first = True
+                for batch in read_warc_batches(replace(shard, path=str(got.path)), batch_bytes,
+                                               self.name or self.type):
+                    if first:
+                        batch.notes.update(+notes)
+                        first = False
+                    yield batch
+                if first:
+                    yield SourceBatch(pa.table({}), notes=+notes)
         except DownloadError as err:
-            failure = Failure(stage=name, error=f"download failed: {err}", file=shard.label,
-                              reason="download_failed")
-            yield SourceBatch(pa.table({}), [failure])
-            return
-        notes = Counter({"downloaded": 0 if got.cached else 1, "cached": int(got.cached),
-                         "download_requests": got.requests, "resumed_requests": got.resumed,
-                         "served_damaged": int(got.damaged is not None)})
-        first = True
-        for batch in read_warc_batches(replace(shard, path=str(got.path)), batch_bytes, name):
-            if first:
-                batch.notes.update(+notes)
-                first = False
-            yield batch
-        if first:
-            yield SourceBatch(pa.table({}), notes=+notes)
+            raise InputUnavailable(url, str(err).removeprefix(f"{url}: ")) from None
 
 
 def _slice(value: str) -> slice:
