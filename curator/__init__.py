@@ -9,6 +9,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from curator.stages import BUILTIN_STAGES
+
+#: Public name → module; every built-in stage class comes from the stage table.
 _EXPORTS = {
     "Pipeline": "curator.api",
     "ExecutorConfig": "curator.pipeline",
@@ -24,30 +27,7 @@ _EXPORTS = {
     "BatchResult": "curator.batch",
     "Failure": "curator.batch",
     "ScoreBins": "curator.counts",
-    "ReadJsonl": "curator.stages.readers",
-    "WriteJsonl": "curator.stages.writers",
-    "ReadParquet": "curator.stages.readers",
-    "WriteParquet": "curator.stages.writers",
-    "LengthFilter": "curator.stages.filters.length",
-    "LangId": "curator.stages.langid",
-    "LangIdHtml": "curator.stages.langid_html",
-    "Clean": "curator.stages.clean",
-    "Pii": "curator.stages.pii",
-    "UrlFilter": "curator.stages.filters.url",
-    "HeuristicFilter": "curator.stages.filters.heuristic",
-    "ClassifierFilter": "curator.stages.filters.classifier",
-    "Sample": "curator.stages.sample",
-    "ExactDedup": "curator.stages.dedup.exact",
-    "FuzzyDedup": "curator.stages.dedup.fuzzy",
-    "Tokenize": "curator.stages.tokenize",
-    "Pack": "curator.stages.pack",
-    "Decontaminate": "curator.stages.decontaminate",
-    "ReadWarc": "curator.stages.sources.warc",
-    "ExtractHtml": "curator.stages.extract.html",
-    "CommonCrawl": "curator.stages.sources.common_crawl",
-    "ArxivSource": "curator.stages.sources.arxiv",
-    "ExtractLatex": "curator.stages.extract.latex",
-    "Wikipedia": "curator.stages.sources.wikipedia",
+    **{stage.cls: stage.module for stage in BUILTIN_STAGES},
 }
 
 __all__ = sorted(_EXPORTS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -279,7 +280,9 @@ class RayExecutor(Executor):
 
     name = "ray"
 
-    def __init__(self, workers: int | None = None, scheduler: str | None = None) -> None:
+    def __init__(self, workers: int | None = None, scheduler: str | None = None,
+                 imports: list[str] | None = None) -> None:
+        self.imports = imports or []
         try:
             import ray
         except ImportError:
@@ -289,25 +292,49 @@ class RayExecutor(Executor):
                  ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
 
     def map(self, fn, tasks, keys, resources):
-        remote = self.ray.remote(fn).options(num_gpus=resources.get("GPU", 0), max_retries=1)
-        pending = [remote.remote(task) for task in tasks]
-        while pending:
-            done, pending = self.ray.wait(pending, num_returns=1)
-            yield self.ray.get(done[0])
+        from ray.exceptions import WorkerCrashedError
+
+        # one retry, as Dask's: a task whose worker died twice comes back as WorkerDied
+        remote = self.ray.remote(_with_imports).options(num_gpus=resources.get("GPU", 0),
+                                                       max_retries=1)
+        task_of = {}
+        for task in tasks:  # pickled here, unpickled once the worker loaded the imports
+            task_of[remote.remote(self.imports, fn, pickle.dumps(task))] = task
+        pending = list(task_of)
+        try:
+            while pending:
+                done, pending = self.ray.wait(pending, num_returns=1)
+                try:
+                    yield self.ray.get(done[0])
+                except WorkerCrashedError:
+                    yield WorkerDied(task_of[done[0]])
+        finally:
+            for ref in pending:
+                self.ray.cancel(ref, force=True)
 
     def close(self) -> None:
         self.ray.shutdown()
 
 
+def _with_imports(imports: list[str], fn: Callable[[Any], Any], task: bytes) -> Any:
+    """Run ``fn`` on a pickled task in a Ray worker, after the pipeline's ``imports:`` (the
+    task's stages may come from them)."""
+    from curator.plugins import load_imports
+
+    load_imports(imports)
+    return fn(pickle.loads(task))
+
+
 def make_executor(kind: str, workers: int | None = None, scheduler: str | None = None,
                   scheduler_file: str | None = None, processes: bool = True,
-                  preload: list[str] | None = None) -> Executor:
+                  preload: list[str] | None = None,
+                  imports: list[str] | None = None) -> Executor:
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1; got {workers}")
     if kind == "local":
         return LocalExecutor()
     if kind == "ray":
-        return RayExecutor(workers, scheduler)
+        return RayExecutor(workers, scheduler, imports)
     if kind == "dask":
         return DaskExecutor(workers, scheduler, scheduler_file, processes, preload)
     raise ValueError(f"unknown executor {kind!r}; expected local, dask or ray")
@@ -359,7 +386,7 @@ class ExecutorPool:
         if processes not in self._started:
             clock = time.perf_counter()
             executor = make_executor(self.kind, self.workers, self.scheduler,
-                                     self.scheduler_file, processes, self.preload)
+                                     self.scheduler_file, processes, self.preload, self.imports)
             if self.imports and isinstance(executor, DaskExecutor):
                 from curator.runtime.worker_imports import import_on_cluster
 

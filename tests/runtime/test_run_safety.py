@@ -115,6 +115,10 @@ DAMAGE = {
     "phase-file-deleted": ("phase-task:group@2", "_work/segment-01/hash", "delete-one"),
     "marker-empty": ("phase-task:group@2", "_work/segment-01/hash/_done/part-00003.json",
                      "empty"),
+    "marker-deleted": ("phase-task:remove@2", "_work/segment-01/group/_done/part-00001.json",
+                       "delete"),
+    "commit-then-published": ("shard-commit:segment-02@3", "write_parquet/part-00000.parquet",
+                              "rewrite"),
     "manifest-empty": (None, "_manifests/segment-00/part-00004.json", "empty"),
     # a published file is checked by size, mtime and inode (then checksum): a rewrite shows
     "published-flipped": (None, "write_parquet/part-00002.parquet", "rewrite"),

@@ -11,8 +11,9 @@ import textwrap
 
 import pytest
 
+import curator
 from curator.runtime.executors import DaskExecutor, ExecutorPool
-from curator.stages import BUILTIN, PRELOAD, RELEASE_GIL
+from curator.stages import BUILTIN_STAGES, BuiltinStage
 from curator.stages.base import stage_class
 from curator.stages.dedup.fuzzy import FuzzyDedup
 from curator.stages.extract.html import ExtractHtml
@@ -27,13 +28,21 @@ def test_stages_preload_their_module_and_the_libraries_their_tasks_import():
     assert "trafilatura" in ExtractHtml().preload()
 
 
-@pytest.mark.parametrize("stage_type", sorted(BUILTIN))
-def test_the_static_tables_agree_with_the_stage_classes(stage_type):
-    """curator.launch decides from these tables before any stage class is imported."""
-    cls = stage_class(stage_type)
-    assert (stage_type in RELEASE_GIL) == (not cls.holds_gil)
-    for module in PRELOAD.get(stage_type, ()):
+@pytest.mark.parametrize("entry", BUILTIN_STAGES, ids=lambda entry: entry.type)
+def test_the_stage_table_agrees_with_the_stage_classes(entry: BuiltinStage):
+    """curator.launch decides from the table before any stage class is imported."""
+    cls = stage_class(entry.type)
+    assert cls.type == entry.type and getattr(importlib.import_module(entry.module),
+                                              entry.cls) is cls
+    assert cls.__name__ == entry.cls and getattr(curator, entry.cls) is cls
+    assert entry.releases_gil == (not cls.holds_gil)
+    for module in entry.preload:
         importlib.import_module(module)  # what the fork server will import
+
+
+def test_types_are_declared_once():
+    types = [entry.type for entry in BUILTIN_STAGES]
+    assert len(types) == len(set(types))
 
 
 def test_worker_processes_fork_with_the_preloaded_modules():
