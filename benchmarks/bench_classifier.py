@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import pyarrow as pa
 import xxhash
@@ -244,7 +245,7 @@ def main() -> None:
         "), with `u` hashed from (seed, document id) by xxh3: it depends on nothing else, so "
         "batching, workers and resume cannot change it.",
     ]
-    Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    harness.record(args.out, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import trafilatura
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -88,7 +89,8 @@ def main() -> None:
              *table("pure-Python integer loop (30 M iterations) in each process", loop),
              f"Command: `PYTHONPATH=. python benchmarks/bench_cpu_ceiling.py "
              f"--workers {args.workers} --pages {args.pages}`", ""]
-    args.out.write_text("\n".join(lines))
+    harness.record(args.out, "\n".join(lines),
+                   figures={"trafilatura_s": extract, "loop_s": loop})
     print("\n".join(lines))
 
 

@@ -14,7 +14,7 @@ Decontaminate, WriteJsonl]).run(executor="local")``; datatrove 0.10.1 through it
 reads lighteval tasks, so the index files are written here with its own ``compute_hashes``
 steps (``simplify_text``, its spaCy English word tokenizer, ``ngrams``, its xxhash64) over our
 task texts. Recall: planted documents flagged (datatrove drops them; curator cuts or drops).
-Writes ``benchmarks/results_decontaminate.md``.
+Appends to ``benchmarks/results_decontaminate.md`` (``--out``) through ``harness.record``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import psutil
 import pyarrow.parquet as pq
@@ -255,6 +256,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--work", type=Path, default=Path("bench-data/decontaminate"))
+    parser.add_argument("--out", type=Path, default=RESULTS,
+                        help="results file: this run's section is appended")
     parser.add_argument("--rss", nargs=2, metavar=("TOOL", "INDEX"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss:
@@ -365,7 +368,7 @@ def write_results(args, docs, planted, texts, text_mb, dt_index_seconds, rows, o
         f"matching pass; {len(japanese['flagged'])} documents flagged, by the first words of "
         f"their matches: {'; '.join(_first_match(args.work / 'curator-ja', ja_docs))}.",
     ]
-    RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    harness.record(args.out, "\n".join(lines))
     print("\n".join(lines))
 
 

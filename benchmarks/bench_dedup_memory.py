@@ -23,6 +23,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import harness
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_dedup_product import SHARED, curate_run_sampled, device_env, make_corpus, write_pipeline
 
@@ -106,7 +108,8 @@ def main() -> None:
               "(VmHWM), read every 0.1 s while it runs; the tree sum is sampled every 0.1 s (a "
               "lower bound: spikes between samples are missed). `worker` is the largest worker "
               "process (and the fork server they come from)."]
-    args.results.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    harness.record(args.results, "\n".join(lines),
+                   figures={f"{gb:g} GB {device}": r for (gb, device), r in runs.items()})
     print("\n".join(lines))
 
 

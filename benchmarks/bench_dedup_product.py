@@ -43,6 +43,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import harness
 import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -455,7 +456,8 @@ def main() -> None:
     if args.stage == "fuzzy":
         joined = planted_joined(runs[0]["out"], args.work / f"{parts.name}-clusters.parquet")
     text = report(args, made, runs, joined, command)
-    args.results.write_text(text, encoding="utf-8")
+    harness.record(args.results, text, figures={
+        r["device"]: {k: v for k, v in r.items() if k != "out"} for r in runs})
     print(text)
     digests = {(r["kept_ids"], r["bytes_digest"]) for r in runs}
     if len(digests) > 1:

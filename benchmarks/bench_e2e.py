@@ -36,6 +36,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import harness
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -653,9 +654,9 @@ def report(args, root, pattern, n_pages, urls, cur, dt, fast, plain, ours, their
         "", *NOTES, "", "## The curator YAML", "", "```yaml",
         (root / "curator.yaml").read_text().rstrip(),
         "```", ""]
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    harness.record(args.out, "\n".join(lines))
     print("\n".join(lines))
-    print(f"wrote {args.out}")
+    print(f"appended to {args.out}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ and one ``xxhash`` call per document), on one core, side by side in one run.
    cluster of one worker process (one core) with ``algorithm: xxh3_128_loop`` and
    ``xxh3_128``; the stage's seconds and its ``hash`` phase come from stats.json, and the two
    outputs must be byte-identical.
-Writes benchmarks/results_exact_hash.md.
+Appends to benchmarks/results_exact_hash.md (``--out``) through ``harness.record``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -70,6 +71,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2, help="product runs per algorithm")
     ap.add_argument("--corpus", type=Path, default=None)
     ap.add_argument("--work", type=Path, default=ROOT / "bench-data" / "exact-hash")
+    ap.add_argument("--out", type=Path, default=RESULTS,
+                    help="results file: this run's section is appended")
     args = ap.parse_args()
     command = "python benchmarks/bench_exact_hash.py " + " ".join(sys.argv[1:])
     parts = args.work / "corpus"
@@ -130,7 +133,7 @@ def main() -> None:
               "the part, normalises the text (Arrow lower case, the numba whitespace collapse) "
               "and writes the buckets; a fresh worker also imports numba and loads the "
               "cached kernels once."]
-    RESULTS.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    harness.record(args.out, "\n".join(lines))
     print("\n".join(lines))
 
 

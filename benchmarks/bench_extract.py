@@ -35,6 +35,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import harness
 import pyarrow as pa
 import trafilatura
 from fastwarc.warc import ArchiveIterator, WarcRecordType
@@ -404,7 +405,8 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results_extract.md"))
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--only", choices=["reader"],
-                        help="reader: only the WARC-reading table, printed, results file untouched")
+                        help="reader: only the WARC-reading table, printed (with the commit, "
+                             "machine and command), results file untouched")
     parser.add_argument("--pattern", help="with --only reader: these WARC files (a glob)")
     args = parser.parse_args()
     corpus = Path(args.corpus)
@@ -412,7 +414,8 @@ def main() -> None:
         if args.pattern:
             reader_speed(args.pattern, args.repeat)
             return
-        with tempfile.TemporaryDirectory() as tmp:
+        with tempfile.TemporaryDirectory() as tmp, \
+                harness.Recording(None, title="bench_extract.py --only reader"):
             reader_speed(stage_warcs(corpus, Path(tmp), load_sets(corpus)), args.repeat)
         return
     lines = ["# HTML extraction and WARC reading", "",
@@ -424,8 +427,8 @@ def main() -> None:
         quality(corpus, lines)
     with tempfile.TemporaryDirectory() as tmp:
         speed(corpus, Path(tmp), args.repeat, lines)
-    Path(args.out).write_text("\n".join(lines) + "\n")
-    print(f"wrote {args.out}")
+    harness.record(args.out, "\n".join(lines))
+    print(f"appended to {args.out}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@
       sample. Needs no Dask: phases run on a thread pool.
 
 Corpus: real documents from ../shared/corpus (``dedup_data``) plus near-duplicate variants.
+``--results F`` (before the subcommand) appends the printed figures to F through ``harness``;
+without it the commit, machine and command are printed after them.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
+import harness
 from dedup_data import bulk_array, english_docs, japanese_docs, near_duplicate
 
 
@@ -310,6 +313,7 @@ def cmd_gpu(args: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    harness.add_results_argument(ap)  # before the subcommand: --results F datatrove ...
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("datatrove")
     d.add_argument("--mb", type=float, default=16)
@@ -332,7 +336,8 @@ def main() -> None:
                         "default: cudf where pylibcudf imports, else arrow")
     g.add_argument("--dir", default="/tmp/fuzzy-gpu")
     args = ap.parse_args()
-    {"datatrove": cmd_datatrove, "memory": cmd_memory, "gpu": cmd_gpu}[args.cmd](args)
+    with harness.Recording(args.results, title=f"bench_fuzzy.py {args.cmd}"):
+        {"datatrove": cmd_datatrove, "memory": cmd_memory, "gpu": cmd_gpu}[args.cmd](args)
 
 
 if __name__ == "__main__":

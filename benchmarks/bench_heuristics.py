@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import harness
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -160,7 +161,7 @@ def main() -> None:
            f"Ratio **{sp['ratio']:.1f}x**.", ""]
     out += [*WHY, ""]
     out += japanese_section()
-    Path(args.out).write_text("\n".join(out) + "\n")
+    harness.record(args.out, "\n".join(out))
     print("\n".join(out))
 
 

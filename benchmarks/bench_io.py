@@ -7,7 +7,7 @@ then, side by side in one run and alternating (A B A B ...):
     worker per core, cluster start-up included).
 Peak memory is the largest summed RSS of the process tree (driver, scheduler, workers), sampled
 every 20 ms. The 4x input measures whether memory grows with the corpus.
-Figures go to benchmarks/results.md (section "Core runtime").
+Figures are appended to benchmarks/results.md (``--out``) through ``harness.record``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+import harness
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,6 +125,8 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=8, help="1x input: files of 128 MB")
     parser.add_argument("--pairs", type=int, default=3, help="A/B pairs at 1x")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results.md",
+                        help="results file: this run's section is appended")
     args = parser.parse_args()
     generate(args.files * 4)
     one_x, four_x = files(args.files), files(args.files * 4)
@@ -187,13 +190,7 @@ def report(args, size_1x, size_4x, rows, ratios, seconds_4x, peak_1x, peak_4x) -
     ]
     text = "\n".join(lines)
     print(text)
-    results = ROOT / "benchmarks" / "results.md"
-    old = results.read_text(encoding="utf-8") if results.exists() else "# Benchmark results\n\n"
-    start = old.find("## Core runtime")
-    if start >= 0:
-        end = old.find("\n## ", start + 1)
-        old = old[:start] + old[end + 1:] if end >= 0 else old[:start]
-    results.write_text(old.rstrip() + "\n\n" + text, encoding="utf-8")
+    harness.record(args.out, text)
 
 
 if __name__ == "__main__":

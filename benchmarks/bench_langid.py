@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import harness
 import pyarrow.parquet as pq
 
 from curator import LangId, Pipeline, ReadJsonl, WriteParquet
@@ -109,7 +110,7 @@ def main() -> None:
               "them). Languages lid.176 does not cover score near 0.", "",
               "| lang | sentences | accuracy |", "|---|---|---|"]
     lines += [f"| {k} | {total[k]} | {acc[k]:.3f} |" for k in sorted(acc)]
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    harness.record(args.out, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import pyarrow as pa
 import trafilatura
 
@@ -75,7 +76,7 @@ def main() -> None:
         "trafilatura + langid | ms a page (CPU) |", "|---|---|---|---|---|", *rows, "",
         "Default: `min_other_score: 0.9`, one window of 2000 characters of resiliparse's main "
         "text.", ""]
-    args.out.write_text("\n".join(lines), encoding="utf-8")
+    harness.record(args.out, "\n".join(lines))
     print("\n".join(lines))
 
 

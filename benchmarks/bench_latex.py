@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
+
 from curator import ArxivSource, ExtractLatex, Pipeline, WriteJsonl
 from curator.io.latex_project import strip_comments
 from curator.stages.extract.latex_text import (
@@ -160,7 +162,7 @@ def main() -> None:
         f"**{direct_s / ours_s:.2f}x**; recipe steps alone {recipe_s:.3f} s.",
         "",
     ]
-    Path(args.out).write_text("\n".join(lines))
+    harness.record(args.out, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -1,7 +1,7 @@
 """MinHash signature throughput: curator's CPU kernel per core vs datasketch, and the GPU path.
 
     python benchmarks/bench_minhash.py [--cpu-mb 64] [--ds-mb 1] [--gpu --gpu-gb 8]
-        [--parquet-gb 3] [--json F]
+        [--parquet-gb 3] [--json F] [--results F]
 
 CPU: the same 24-character shingles (code points) and 260 permutations in both; datasketch
 is fed one ``MinHash.update`` per shingle (its documented loop) and, for reference, one
@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import harness
 import numba
 import numpy as np
 import pyarrow as pa
@@ -246,13 +247,15 @@ def main() -> None:
                     help="also time Parquet -> band hashes, pyarrow vs cuDF read (0: skip)")
     ap.add_argument("--parquet-dir", default="/tmp")
     ap.add_argument("--json", type=Path)
+    harness.add_results_argument(ap)
     args = ap.parse_args()
     docs = english_docs() + japanese_docs()
-    out = {}
-    if not args.no_cpu:
-        out["cpu"] = bench_cpu(args, docs)
-    if args.gpu:
-        out["gpu"] = bench_gpu(args, docs)
+    with harness.Recording(args.results) as rec:
+        out = rec.figures
+        if not args.no_cpu:
+            out["cpu"] = bench_cpu(args, docs)
+        if args.gpu:
+            out["gpu"] = bench_gpu(args, docs)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scaling import build, output_bytes
 
@@ -96,7 +98,7 @@ stages:
         f"{'yes' if same else 'NO'}", "",
         "Command: `PYTHONPATH=. python benchmarks/bench_mixed_gpu.py "
         + " ".join(sys.argv[1:]) + "`", ""]
-    args.out.write_text("\n".join(lines), encoding="utf-8")
+    harness.record(args.out, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -28,6 +28,7 @@ from ast import literal_eval
 from collections import Counter
 from pathlib import Path
 
+import harness
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -175,7 +176,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         lines += heuristics(Path(tmp), args.nemo_python, args.repeat)
         lines += langid(Path(tmp), args.nemo_python, args.repeat)
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    harness.record(args.out, "\n".join(lines))
     print("\n".join(lines))
 
 

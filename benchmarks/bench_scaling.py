@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -162,7 +163,7 @@ stages:
         done_file.write_text(json.dumps(rows))
         print(f"{w:>3} workers: {seconds:7.1f} s", flush=True)
     table = render(rows, data, args)
-    args.out.write_text(table, encoding="utf-8")
+    harness.record(args.out, table, figures={"data": data, "rows": rows})
     print(table)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import harness
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_extract import load_sets, wrap_pages
 from bench_scaling import cpu_model, digest, run, utilisation
@@ -97,7 +99,7 @@ stages:
     lines += ["", f"Outputs of all runs byte-identical: {'yes' if same else 'NO'}.", "",
               "Command: `PYTHONPATH=. python benchmarks/bench_scaling_extract.py "
               + " ".join(sys.argv[1:]) + "`", ""]
-    args.out.write_text("\n".join(lines), encoding="utf-8")
+    harness.record(args.out, "\n".join(lines), figures={"pages": len(pages), "rows": rows})
     print("\n".join(lines))
     shutil.rmtree(work, ignore_errors=True)
 

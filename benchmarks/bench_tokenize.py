@@ -37,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 
+import harness
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
 if not CORPUS.exists():
@@ -343,7 +345,7 @@ def main() -> None:
         f"({tpc(native1) / tpc(meg1):.2f}x with `encoder: native`); output byte-identical: "
         f"{identical_hf}.",
     ]
-    Path(a.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    harness.record(a.out, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -1,6 +1,6 @@
 """Fuzzy-dedup quality: precision/recall of duplicate pairs vs datasketch's MinHashLSH.
 
-    python benchmarks/dedup_quality.py [--english 400] [--japanese 150] [--seed 0]
+    python benchmarks/dedup_quality.py [--english 400] [--japanese 150] [--seed 0] [--results F]
 
 Benchmark: real documents from ../shared/corpus (English text_corpus, Japanese Wikipedia
 articles) plus synthetic near-duplicates (word or character edits at rates 0-30 %). Ground
@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import harness
 import numpy as np
 import pyarrow as pa
 from dedup_data import english_docs, japanese_docs, near_duplicate
@@ -106,7 +107,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threshold", type=float, default=0.8)
     ap.add_argument("--seeds", type=int, default=5, help="permutation seeds to average over")
+    harness.add_results_argument(ap)
     args = ap.parse_args()
+    with harness.Recording(args.results) as rec:
+        measure(args, rec.figures)
+
+
+def measure(args: argparse.Namespace, figures: dict) -> None:
     params = MinHashParams()
     texts = build(args)
     docs = pa.array(texts)
@@ -141,6 +148,11 @@ def main() -> None:
             f" [{r[:, 1].min():.3f}-{r[:, 1].max():.3f}]  recall {r[:, 2].mean():.4f}"
             f" [{r[:, 2].min():.3f}-{r[:, 2].max():.3f}]"
         )
+        figures[name] = {"pairs": r[:, 0].mean(), "precision": r[:, 1].mean(),
+                         "recall": r[:, 2].mean()}
+    figures.update(documents=len(texts), true_pairs=len(truth),
+                   seconds_per_run={"curator": times[0] / args.seeds,
+                                    "datasketch": times[1] / args.seeds})
     print(
         f"time per run: curator signatures+bands {times[0] / args.seeds:.2f} s (all cores),"
         f" datasketch MinHash+LSH {times[1] / args.seeds:.2f} s"

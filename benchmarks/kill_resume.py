@@ -10,8 +10,8 @@ each try draws a place (the shards before the barrier, a phase of the stage, the
 and which of its tasks to stop at, seeded, starts ``curate run`` with the ``curator.halt`` hook
 set to halt there, kills its process group with SIGKILL once it has halted (driver, scheduler,
 workers), runs the same command again and compares every output file, the manifests and
-stats.json (timings left out) with the reference. Prints one line per try and a summary; writes
-them to ``benchmarks/results_kill_resume.txt``.
+stats.json (timings left out) with the reference. Prints one line per try and a summary; appends
+them to ``benchmarks/results_kill_resume.txt`` (``--output``) through ``harness.record``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -110,7 +112,8 @@ def main() -> int:
         + (f"; different: tries {different}" if different else "")
         + (f"; {len(missed)} tries not run (kill missed its place): {missed}" if missed else "")
         + f"; {time.monotonic() - started:.0f} s in all")
-    args.output.write_text("\n".join(lines) + "\n")
+    harness.record(args.output, harness.fenced("\n".join(lines)),
+                   title=f"kill_resume.py, device {args.device}")
     if args.workdir is None and not different:
         shutil.rmtree(base, ignore_errors=True)
     elif different:

@@ -21,6 +21,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import harness
+
 from curator.batch import ID, TEXT
 from curator.io.parquet import read_part
 from curator.runtime.executors import ExecutorPool
@@ -64,7 +66,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[16, 1])
     ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"])
     ap.add_argument("--dask", action="store_true")
+    harness.add_results_argument(ap)
     args = ap.parse_args()
+    with harness.Recording(args.results):
+        profile(args)
+
+
+def profile(args: argparse.Namespace) -> None:
     parts = sorted((args.run_dir / "_work" / "segment-00").glob("*.parquet"))
     gb = sum(p.stat().st_size for p in parts) / 1e9
     print(f"{len(parts)} parts, {gb:.2f} GB on disk")

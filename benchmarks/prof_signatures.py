@@ -17,6 +17,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import harness
+
 from curator.runtime.memory import memory_returned
 from curator.stages.dedup.fuzzy import (
     FuzzyDedup,
@@ -51,7 +53,13 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--memory-returned", action="store_true",
                     help="then again with each task in memory_returned (a phase's tasks are)")
+    harness.add_results_argument(ap)
     args = ap.parse_args()
+    with harness.Recording(args.results):
+        profile(args)
+
+
+def profile(args: argparse.Namespace) -> None:
     global RETURNED
     parts = sorted((args.run_dir / "_work" / "segment-00").glob("*.parquet"))
     gb = sum(p.stat().st_size for p in parts) / 1e9
