@@ -83,6 +83,9 @@ class PhaseContext:
                 continue
             todo.append((task, key))
         self.resumed[phase] = set(results)
+        if results and todo:
+            log.info("%s: %s: %d of %d tasks run again (%s)", self.stage_name, phase, len(todo),
+                     len(tasks), _some([key for _, key in todo]))
         self._report(phase, len(results), len(tasks))
         run_keys = [f"{self.stage_name}-{phase}-{key}" for _, key in todo]
         finished = self.executor.map(_keyed, [(fn, task, key, phase, self.run_dir.root)
@@ -216,6 +219,12 @@ class _RemoveTask:
     stage: str
     rejected: str
     compression: str
+
+
+def _some(keys: list[str], shown: int = 5) -> str:
+    """The first ``shown`` keys, and how many more."""
+    more = f", … {len(keys) - shown} more" if len(keys) > shown else ""
+    return ", ".join(keys[:shown]) + more
 
 
 def _remove_part(task: _RemoveTask) -> dict:

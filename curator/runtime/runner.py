@@ -260,6 +260,11 @@ class _SegmentRun:
                            pipeline.intermediate_compression)
                  for shard in shards if shard.part not in done]
         keys = {t.shard.part: t.key for t in tasks}
+        if done and tasks:
+            parts = [t.shard.part for t in tasks]
+            log.info("segment %d/%d: %d of %d shards run again (%s%s)", segment.index + 1,
+                     self.n_segments, len(tasks), len(shards), ", ".join(parts[:5]),
+                     f", … {len(parts) - 5} more" if len(parts) > 5 else "")
         self.reporter.attach(self.ex)
         self.reporter.start(f"segment {segment.index + 1}/{self.n_segments}", len(shards),
                             len(done), {t.key: t.shard for t in tasks})
