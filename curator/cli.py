@@ -97,14 +97,17 @@ def _output_lines(run_dir: Path, stats: dict) -> list[str]:
 
 @app.command()
 def validate(config: Path, set_: Sets = None) -> None:
-    """Check a pipeline file (and its stages' libraries); say what is wrong, where."""
+    """Check a pipeline file, its stages' libraries and what they read before the run (inputs,
+    models and their labels, task files); say what is wrong, where."""
     pipeline = _load(config, set_)
+    later: list[str] = []  # inputs in folders not made yet (another pipeline's output)
     try:
-        check_requirements(pipeline.named_stages())
-    except MissingRequirement as err:
+        check_requirements(pipeline.named_stages(), later)
+    except MissingRequirement as err:  # a CheckFailed too
         fail(str(err), USAGE)
+    note = f"; inputs not there yet (made by another run?): {', '.join(later)}" if later else ""
     console.print(f"{config}: valid pipeline '{pipeline.name}' with {len(pipeline.stages)} "
-                  "stages", highlight=False)
+                  f"stages{note}", highlight=False)
 
 
 @app.command()

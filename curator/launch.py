@@ -28,7 +28,9 @@ def start_early(args: list[str]) -> bool:
         types = [stage["type"] for stage in config["stages"]]
         local = (executor.get("type", "dask") == "dask" and not executor.get("scheduler")
                  and not executor.get("scheduler_file") and executor.get("processes") is not False)
-    except Exception:  # unreadable or malformed: the CLI says what is wrong
+        if not all(isinstance(t, str) for t in types):
+            raise TypeError("a stage type that is not a name")
+    except Exception:  # unreadable, malformed or mistyped: the CLI says what is wrong
         return False
     if not local or not set(types) - RELEASE_GIL:
         return False

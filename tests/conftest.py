@@ -88,3 +88,35 @@ def dask_scheduler():
                            dashboard_address=None)
     yield cluster.scheduler_address
     cluster.close()
+
+
+# ---------------------------------------------------------------------------- tiers
+#: Tests that start whole runs, clusters, jobs or fresh venvs (``make test-fast`` leaves them
+#: out; ``make test`` runs everything): module paths relative to tests/, or module::test prefixes.
+SLOW = ("jobs/", "hostile/", "runtime/test_kill_", "runtime/test_resume.py",
+        "runtime/test_run_safety.py", "runtime/test_ray_bytes.py", "runtime/test_executors.py",
+        "runtime/test_determinism.py", "runtime/test_worker_faults.py",
+        "runtime/test_worker_start.py", "runtime/test_schema.py", "runtime/test_progress.py",
+        "runtime/test_failure_budget.py", "runtime/test_part_bytes.py", "test_cli_interrupt.py",
+        "test_pipelines.py", "test_install.py", "stages/test_common_crawl",
+        "stages/test_extract_html.py", "stages/test_arxiv.py", "stages/test_decontaminate.py",
+        "stages/test_classifier", "stages/test_heuristic_filter.py", "stages/test_tokenize.py",
+        "kernels/test_minhash.py", "kernels/test_doc_hash.py::test_cpu_kernel_is_xxh3_128",
+        "io/test_megatron.py", "io/test_parquet_bytes.py", "io/test_bad_input.py",
+        "test_cli_failures.py", "stages/test_heuristic_chain.py",
+        "stages/test_filters_bad_input.py")
+BROWSER = ("report/test_report_browser.py",)
+GPU = ("kernels/test_gpu", "kernels/test_normalise_gpu.py", "runtime/test_devices.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tiers: ``slow`` (above, and every test on the session's Dask cluster),
+    ``browser`` (headless Chromium) and ``gpu`` (CUDA devices; skipped without one)."""
+    for item in items:
+        name = item.nodeid.removeprefix("tests/")
+        if name.startswith(SLOW) or "dask_scheduler" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+        if name.startswith(BROWSER):
+            item.add_marker(pytest.mark.browser)
+        if name.startswith(GPU):
+            item.add_marker(pytest.mark.gpu)

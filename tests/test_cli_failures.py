@@ -119,6 +119,37 @@ def test_a_stage_declares_what_it_requires(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+class RefusesItsSetting(BatchStage):
+    """A third-party stage whose ``check`` refuses its configuration before the run."""
+
+    type = "test_refuses_its_setting"
+    wanted: str = "ok"
+
+    def check(self) -> None:
+        super().check()
+        if self.wanted != "ok":
+            raise ValueError(f"wanted: {self.wanted!r} is not 'ok'")
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        return BatchResult(kept=batch)
+
+
+def test_a_stage_check_refuses_before_anything_runs(tmp_path):
+    inputs = tmp_path / "in"
+    write_shards(inputs, 1)
+    stages = [ReadJsonl(path=f"{inputs}/*.jsonl"), RefusesItsSetting(wanted="no"),
+              WriteParquet()]
+    refused = r"^stage 'test_refuses_its_setting' \(test_refuses_its_setting\): wanted: 'no'"
+    with pytest.raises(ValueError, match=refused + r" is not 'ok'$"):
+        Pipeline(stages).run(output=tmp_path / "run", executor="local", progress=False)
+    assert not (tmp_path / "run").exists()
+    stages[0] = ReadJsonl(path=f"{inputs}/*.jsonl.gz")  # the shards are .jsonl
+    with pytest.raises(ValueError, match=r"stage 'read_jsonl' \(read_jsonl\): no input files "
+                                         r"match .*; stage 'test_refuses_its_setting'"):
+        Pipeline(stages).run(output=tmp_path / "run", executor="local", progress=False)
+    assert not (tmp_path / "run").exists()
+
+
 # ---------------------------------------------------------------------------- scripts
 def _readme_example() -> str:
     readme = (ROOT / "README.md").read_text()

@@ -97,3 +97,82 @@ def test_plan_fuses_per_batch_stages_into_one_segment():
     assert [name for name, _ in plan.segments[0].stages] == ["read_jsonl", "lengths", "sample",
                                                               "write_parquet"]
     assert "one task per shard" in str(plan)
+
+
+# ---------------------------------------------------------------- YAML read safely (issue 29, 27)
+def test_a_duplicate_key_names_the_file_the_line_and_the_key():
+    text = ("stages:\n  - {type: read_jsonl, path: a}\n  - type: length_filter\n"
+            "    min_chars: 10\n    min_chars: 999999\n")
+    with pytest.raises(ConfigError) as err:
+        parse_pipeline(text, "x.yaml")
+    assert str(err.value) == ("x.yaml:5: duplicate key 'min_chars' (first on line 4): each key "
+                              "may appear once in a mapping")
+    with pytest.raises(ConfigError, match=r"x.yaml:2: duplicate key 'stages'"):
+        parse_pipeline("stages: []\nstages: [{type: read_jsonl, path: a}]\n", "x.yaml")
+
+
+def test_anchors_and_merge_keys_within_the_bound_still_work():
+    text = ("stages:\n  - &read {type: read_jsonl, path: a}\n  - {<<: *read, name: again, "
+            "path: b}\n  - {type: length_filter, min_chars: 3}\n")
+    pipeline = parse_pipeline(text, "x.yaml")
+    assert [s.path for s in pipeline.stages[:2]] == ["a", "b"]
+    assert pipeline.stage_names()[:2] == ["read_jsonl", "again"]
+
+
+def test_colon_numbers_stay_strings_and_numbers_stay_numbers():
+    """YAML 1.1 reads 5:8 as base 60 (308); here, as in YAML 1.2, it is a string."""
+    text = ("stages:\n  - {type: read_jsonl, path: a, text_field: 5:8, id_field: 1:02:03}\n"
+            "  - {type: sample, fraction: 0.5, seed: 0x10}\n  - {type: length_filter, "
+            "min_chars: 1_000, max_chars: +2_000_000}\n")
+    pipeline = parse_pipeline(text, "x.yaml", ["sample.name=5:8"])
+    read, sample, lengths = pipeline.stages
+    assert (read.text_field, read.id_field) == ("5:8", "1:02:03")
+    assert (sample.name, sample.fraction, sample.seed) == ("5:8", 0.5, 16)
+    assert (lengths.min_chars, lengths.max_chars) == (1000, 2_000_000)
+
+
+def test_a_billion_laughs_is_measured_never_expanded():
+    anchors = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]'] + [
+        f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    text = "\n".join(anchors) + "\nstages: [{type: read_jsonl, path: a}]\n"  # unknown keys too
+    with pytest.raises(ConfigError, match=r"^x.yaml:1: aliases \(\*name\) expand the document "
+                                          r"by [\d,]+ nodes; at most 100,000 are read$"):
+        parse_pipeline(text, "x.yaml")
+
+
+def test_deep_or_self_containing_yaml_is_one_error():
+    with pytest.raises(ConfigError, match=r"^x.yaml:1: collections nested more than 64 deep$"):
+        parse_pipeline("stages: " + "[" * 50_000 + "]" * 50_000, "x.yaml")
+    chain = "".join(f"l{i}: &l{i} [*l{i - 1}]\n" for i in range(1, 80))
+    with pytest.raises(ConfigError, match=r"nested more than 64 deep \(aliases followed\)"):
+        parse_pipeline("l0: &l0 [x]\n" + chain + "stages: [*l79]\n", "x.yaml")
+    with pytest.raises(ConfigError, match=r"^x.yaml:1: an alias refers to a collection that "
+                                          r"contains it$"):
+        parse_pipeline("stages: &s [{type: read_jsonl, path: a}, *s]\n", "x.yaml")
+
+
+def test_set_values_are_plain_yaml_and_their_errors_one_line():
+    with pytest.raises(ConfigError, match=r"^--set 'sample.seed=!!python/object/apply:os.getpid "
+                                          r"\[\]': could not determine a constructor"):
+        parse_pipeline(GOOD, "x.yaml", ["sample.seed=!!python/object/apply:os.getpid []"])
+    with pytest.raises(ConfigError, match=r"^--set 'sample.seed=\[1': malformed YAML"):
+        parse_pipeline(GOOD, "x.yaml", ["sample.seed=[1"])
+    with pytest.raises(ConfigError, match=r"^--set 'read_jsonl.path.x=1': 'path' is not a "
+                                          r"mapping of parameters$"):
+        parse_pipeline(GOOD, "x.yaml", ["read_jsonl.path.x=1"])
+
+
+def test_a_stage_type_or_name_of_the_wrong_kind_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"^x.yaml:2: a stage's type is a name such as "
+                                          r"read_jsonl, not list \['read_jsonl'\]$"):
+        parse_pipeline("stages:\n  - {type: [read_jsonl], path: a}\n", "x.yaml")
+    with pytest.raises(ConfigError, match=r"x.yaml:2: stage 'read_jsonl' \(read_jsonl\), "
+                                          r"parameter 'name': Input should be a valid string"):
+        parse_pipeline("stages:\n  - {type: read_jsonl, path: a, name: [x]}\n", "x.yaml")
+
+
+def test_a_directory_or_unreadable_file_is_a_config_error(tmp_path):
+    (tmp_path / "a.yaml").write_text(GOOD)
+    with pytest.raises(ConfigError, match=rf"^{tmp_path}: a directory, not a pipeline file; "
+                                          rf"name one YAML file such as {tmp_path}/a.yaml$"):
+        load_pipeline(tmp_path)

@@ -210,8 +210,35 @@ def _contamination(stages: list[Stage]) -> str:
         totals = ", ".join(f"{k}: {report[k]:,}" for k in (
             "documents_cut", "documents_removed", "spans", "chars_removed") if k in report)
         parts.append(f"<h3>{escape(s['name'])}</h3><p>{escape(totals)}</p>"
-                     + (bars(rows, f"contamination {s['name']}", width=420) if rows else ""))
+                     + (bars(rows, f"contamination {s['name']}", width=420) if rows else "")
+                     + _coverage(tasks))
     return ("<h2>Contamination per task</h2>" + "".join(parts)) if parts else ""
+
+
+def _coverage(tasks: dict[str, dict[str, Any]]) -> str:
+    """Per task: how many items and texts were checked and how many were too short to check
+    (shorter than the task's whole-text minimum and than an n-gram)."""
+    if not any("items_checked" in t for t in tasks.values()):
+        return ""
+
+    def cell(t: dict[str, Any], key: str) -> str:
+        return f"{t[key]:,}" if isinstance(t.get(key), int) else "-"
+
+    rows = "".join(
+        f"<tr><td class='l'>{escape(task)}</td>"
+        + "".join(f"<td>{cell(t, k)}</td>" for k in (
+            "items", "items_checked", "items_too_short", "texts", "texts_checked",
+            "texts_too_short"))
+        + "<td class='l'>" + escape(", ".join(f"{n} {unit}" for unit, n in
+                                               (t.get("min_whole") or {}).items()) or "-")
+        + "</td></tr>" for task, t in tasks.items())
+    return ("<p class='note'>coverage: items (a task example) and texts (a prompt field, or an "
+            "item's fields joined) checked, and those too short to check: shorter than an "
+            "n-gram and than the task's whole-text minimum (the 5th percentile of its texts' "
+            "lengths, bounded); answers alone are matched as n-grams only</p>"
+            "<table><tr><th class='l'>task</th><th>items</th><th>checked</th><th>too short</th>"
+            "<th>texts</th><th>checked</th><th>too short</th><th class='l'>whole-text minimum"
+            f"</th></tr>{rows}</table>")
 
 
 def _time(stages: list[Stage]) -> str:

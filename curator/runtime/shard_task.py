@@ -158,7 +158,7 @@ def _process(task: ShardTask, pending: list[tuple[Path, Path]]) -> dict[str, Any
                     for name, s in task.stages if not isinstance(s, Source)]
     counts = {name: StageCount(name, stage.type) for name, stage in task.stages}
     budgets = {name: FailureBudget(name, task.shard.path, task.max_failed_fraction)
-               for name, _ in batch_stages}
+               for name, _ in task.stages}  # a source's too: a reader failing is a broken stage
     outputs = _ShardOutputs(task, run_dir, ShardContext(run_dir.root, "", task.shard, pending))
     writers: dict[str, SinkWriter] = {
         name: stage.open(ShardContext(run_dir.root, name, task.shard, pending))
@@ -197,6 +197,9 @@ def _process(task: ShardTask, pending: list[tuple[Path, Path]]) -> dict[str, Any
                 count.removed += batch.removed.num_rows
                 count.removed_by_reason.update(batch.removed.column(REASON).to_pylist())
                 outputs.reject(task.stages[0][0], with_source(batch.removed, source_name))
+            removed = batch.removed.num_rows if batch.removed is not None else 0
+            budgets[task.stages[0][0]].record(batch.table.num_rows + len(batch.failed) + removed,
+                                              batch.failed)
             table = with_source(table, source_name)
         for name, stage in batch_stages:
             if table.num_rows == 0:  # emptied: the stage's files still get its columns

@@ -79,6 +79,13 @@ class Stage(BaseModel):
         loaded); the runtime calls it on a background thread of the process that will run the
         tasks, while earlier segments run. Nothing by default."""
 
+    def check(self) -> None:
+        """Raise ``ValueError`` (one line, naming the parameter) for a mistake that can be known
+        before any work: an input that matches no file, a label the model does not have.
+        ``curate validate`` and the start of ``curate run`` call it in the driver once the
+        stage's requirements are installed (``runtime.requirements.check_requirements``).
+        Cheap and read-only; an override calls ``super().check()``. Nothing by default."""
+
     def to_dict(self) -> dict[str, Any]:
         """The stage as it is written in YAML: ``type`` first, then non-default parameters."""
         return {"type": self.type, **self.model_dump(mode="json", exclude_defaults=True)}

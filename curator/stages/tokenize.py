@@ -10,12 +10,21 @@ documents per source and split, the vocabulary and the padded vocabulary the tra
 
 A document that tokenizes to nothing is *removed* (``empty_after_tokenization``) in ``process``,
 which hands the kept rows' tokens to the shard's writer as the result's payload.
+
+Sources: with ``source_field`` unset, a pipeline that reads several sources gets one blend entry
+per source, as with ``source_field: source``. The stage learns its sources from the shards: the
+runtime names the source stage that listed each shard (``ShardContext.shard.source``), so each
+shard's files belong to one source (named by the ``source`` column its rows carry, the most
+common value) and ``finalize`` groups them per source when the shards came from more than one
+source stage; with one source stage it is one entry, named ``dataset_name``, as before. The file
+names do not depend on it (``<name>[_<split>]_<shard>_<piece>``).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +33,7 @@ import pyarrow as pa
 import xxhash
 from pydantic import Field, field_validator
 
-from curator.batch import ID, REASON, TEXT, BatchResult, Failure, id_fractions
+from curator.batch import ID, REASON, SOURCE, TEXT, BatchResult, Failure, id_fractions
 from curator.formats.blend import Blend
 from curator.formats.fp8 import FP8ConfigError, check_seq_length, vocab_report
 from curator.formats.megatron import ShardedIndexedDatasetWriter, ShardInfo, TokenOutOfVocabError
@@ -70,8 +79,11 @@ class Tokenize(TokenizingSink):
                                    "multiple of 128 (FP8); used for sample counts and warnings.")
     tensor_parallel_size: int = Field(1, gt=0, description="Tensor-parallel size, for the padded "
                                       "vocabulary size in the stats.")
-    source_field: str | None = Field(None, description="Column naming each document's source "
-                                     "(one blend entry per source); default one source.")
+    source_field: str | None = Field(
+        None, description="Column naming each document's source (one blend entry per value, "
+        "e.g. source or lang). Default: one entry per source when the pipeline reads several "
+        "(its source stages; named by the source column), one entry otherwise; '' for one "
+        "entry whatever the sources.")
     weights: dict[str, float] | None = Field(None, description="Relative weight per source; "
                                              "default: the natural mix (token counts).")
     split: dict[Literal["train", "valid", "test"], float] | None = Field(
@@ -178,10 +190,14 @@ class Tokenize(TokenizingSink):
         report = vocab_report(int(vocab), self.tensor_parallel_size, warn=False)
         warnings += report["warnings"]
 
+        per_source = self.source_field is None and len(
+            {i.get("source_stage") for i in shard_infos if i.get("files")} - {None}) > 1
+        default_source = self.dataset_name or stage_name
         groups: dict[tuple[str, str], list[ShardInfo]] = {}
         for info in sorted(shard_infos, key=lambda i: i["part"]):
             for f in info["files"]:
-                groups.setdefault((f["source"], f["split"]), []).append(ShardInfo(
+                source = f["source"] if self.source_field or per_source else default_source
+                groups.setdefault((source, f["split"]), []).append(ShardInfo(
                     prefix=str(out / f["prefix"]), num_sequences=f["documents"],
                     num_documents=f["documents"], num_tokens=f["tokens"],
                     num_bytes=f["bytes"], dtype=f["dtype"]))
@@ -257,6 +273,10 @@ class _TokenWriter:
         self.tok = stage._tokenizer()
         self.eod = self.tok.eod_id if stage.append_eod else None
         self.writers: dict[tuple[str, str], ShardedIndexedDatasetWriter] = {}
+        # source_field unset: the shard is one source's (its source stage); named at close by
+        # the source column's most common value, grouped per source by finalize if several
+        self.by_shard = stage.source_field is None
+        self.source_values: Counter[str] = Counter()
 
     def _temporary(self, final: str) -> str:
         return str(self.ctx.temporary_for(Path(final)))
@@ -303,6 +323,8 @@ class _TokenWriter:
     def _keys(self, table: pa.Table) -> dict[tuple[str, str], np.ndarray]:
         """Row indices per (source, split), in order of first appearance."""
         n = table.num_rows
+        if self.by_shard and SOURCE in table.column_names:
+            self.source_values.update(s for s in table.column(SOURCE).to_pylist() if s)
         if self.stage.source_field:
             raw = table.column(self.stage.source_field).to_pylist()
             sources = [self.default_source if s is None or s == "" else str(s) for s in raw]
@@ -322,13 +344,17 @@ class _TokenWriter:
 
     def close(self) -> dict[str, Any]:
         files = []
+        shard_source = self.source_values.most_common(1)[0][0] if self.source_values \
+            else self.ctx.shard.source or self.default_source
         for (source, split), writer in self.writers.items():
             for info in writer.close():
-                files.append({"prefix": Path(info.prefix).name, "source": source,
+                files.append({"prefix": Path(info.prefix).name,
+                              "source": shard_source if self.by_shard else source,
                               "split": split, "tokens": info.num_tokens,
                               "documents": info.num_documents, "bytes": info.num_bytes,
                               "dtype": info.dtype})
-        return {"part": self.ctx.shard.part, "files": files,
+        return {"part": self.ctx.shard.part, "source_stage": self.ctx.shard.source or None,
+                "files": files,
                 "tokens": sum(f["tokens"] for f in files),
                 "documents": sum(f["documents"] for f in files),
                 "vocab_size": self.tok.vocab_size, "tokenizer_hash": self.stage._tok_hash,

@@ -28,8 +28,10 @@ def _big_file(path) -> int:
 
 def _run(src, tmp_path, name: str, shard_bytes: int) -> tuple[list, list, object]:
     run = tmp_path / name
+    # every 7th text is null: 14 % of the file fails in the reader, over the default budget
     result = Pipeline([ReadParquet(path=str(src), shard_bytes=shard_bytes), WriteParquet()],
-                      output=str(run)).run(executor="dask", workers=2, progress=False)
+                      output=str(run), max_failed_fraction=0.2).run(executor="dask", workers=2,
+                                                                    progress=False)
     assert_accounting(run)
     rows = pq.read_table(run / "write_parquet").sort_by("n").to_pylist()
     errors = sorted((e["file"], e["line"]) for p in (run / "errors").rglob("*.jsonl")

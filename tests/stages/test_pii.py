@@ -1,16 +1,19 @@
+# ruff: noqa: RUF001, RUF002  (full-width forms are the point here)
 """pii: a labelled set of real formats (Japanese phones included) planted in real sentences;
 precision and recall per kind; ordinary numbers (years, prices, dates, ISBNs, versions) kept."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import yaml
 
 from curator import Pii, Pipeline, ReadJsonl, WriteParquet
-from tests.conftest import assert_accounting
+from tests.conftest import ROOT, assert_accounting
 
 DATA = Path(__file__).parents[1] / "data" / "langid" / "sentences.jsonl"
 
@@ -122,3 +125,78 @@ def test_pipeline_notes(tmp_path):
 def test_ordinary_numbers_are_kept(value):
     text = f"It says {value} here."
     assert Pii().mask(pa.array([text]))[0].to_pylist() == [text]
+
+
+# ----------------------------------------------------------------------------- issue 29, defect 6
+FULL_WIDTH = {  # as Japanese pages type them: full-width ASCII, ー as a dash
+    "phone": ["０３－１２３４－５６７８", "０９０－１２３４－５６７８",
+              "０１２０－１２３－４５６", "０３（１２３４）５６７８",
+              "＋８１　３－１２３４－５６７８", "０３ー１２３４ー５６７８",
+              "03ー1234ー5678", "０９０１２３４５６７８"],
+    "email": ["ｉｎｆｏ＠ｅｘａｍｐｌｅ．ｊｐ",
+              "ｔａｒｏ．ｙａｍａｄａ＠ｍａｉｌ．ｅｘａｍｐｌｅ．ｃｏ．ｊｐ",
+              "info＠example.jp", "ｓｕｐｐｏｒｔ@example.com"],
+    "ip": ["１９２．１６８．０．１"],
+}
+FULL_WIDTH_NEGATIVE = ["２０２４年１月１５日", "￥１，９８０", "〒１００－０００１", "第３章１２節",
+                       "ＩＳＢＮ９７８－４－１２－３４５６７８－０", "１２：３４", "ｖ２．１０．４",
+                       "１，２３４，５６７円", "２０２４－０１－１５", "ｐａｇｅ　３－４"]
+
+
+@pytest.mark.parametrize("kind, value", [(k, v) for k, vs in FULL_WIDTH.items() for v in vs])
+def test_full_width_phones_and_addresses_are_masked(kind, value):
+    """Defect 6: ０３－１２３４－５６７８ and ｉｎｆｏ＠ｅｘａｍｐｌｅ．ｊｐ were left as
+    they were."""
+    stage = Pii()
+    text = f"お問い合わせは{value}までお願いします。"
+    out, notes = stage.mask(pa.array([text]))
+    assert out.to_pylist() == [f"お問い合わせは{stage.token(kind)}までお願いします。"]
+    assert {k: v for k, v in notes.items() if v} == {f"pii_{kind}": 1}
+
+
+@pytest.mark.parametrize("value", FULL_WIDTH_NEGATIVE)
+def test_full_width_ordinary_numbers_are_kept(value):
+    text = f"資料には{value}と書いてある。"
+    assert Pii().mask(pa.array([text]))[0].to_pylist() == [text]
+
+
+def test_full_width_and_ascii_forms_in_one_document():
+    text = ("本社 03-1234-5678（代表）、大阪 ０６－６１２３－４５６７、メール info@example.jp "
+            "または ｓａｌｅｓ＠ｅｘａｍｐｌｅ．ｊｐ。2024年4月1日更新。")
+    out, notes = Pii().mask(pa.array([text]))
+    assert out.to_pylist() == ["本社 <PHONE>（代表）、大阪 <PHONE>、メール <EMAIL> または <EMAIL>。"
+                               "2024年4月1日更新。"]
+    assert {k: v for k, v in notes.items() if v} == {"pii_email": 2, "pii_phone": 2}
+
+
+@pytest.mark.parametrize("name", ["cc", "ja"])
+def test_shipped_web_pipelines_mask_email_phone_and_ip(name):
+    """Defect 6: no shipped web pipeline masked personal data. cc.yaml and ja.yaml mask e-mail
+    addresses, phone numbers and IP addresses after the quality filters and before dedup; card
+    numbers stay off (a Luhn check passes 1 in 10 JAN barcodes, tested below)."""
+    stages = yaml.safe_load((ROOT / "pipelines" / f"{name}.yaml").read_text())["stages"]
+    types = [s["type"] for s in stages]
+    pii = Pii.model_validate({k: v for k, v in stages[types.index("pii")].items()
+                              if k != "type"})
+    assert set(pii.kinds) == {"email", "phone", "ip"}
+    assert types.index("heuristic_filter") < types.index("pii") < types.index("exact_dedup")
+    text = "Tel ０３－１２３４－５６７８ / info@example.jp / 192.168.0.1 / JAN 4901234567894"
+    assert pii.mask(pa.array([text]))[0].to_pylist() == [
+        "Tel <PHONE> / <EMAIL> / <IP> / JAN 4901234567894"]
+
+
+def test_card_masking_would_take_jan_barcodes():
+    """Why `card` is off in the web pipelines: about one valid JAN (EAN-13) code in ten passes
+    the Luhn check of a 13-digit card number."""
+    rng = random.Random(0)
+
+    def jan() -> str:
+        digits = rng.choice(["45", "49"]) + "".join(str(rng.randrange(10)) for _ in range(10))
+        total = sum(int(c) * (3 if i % 2 else 1) for i, c in enumerate(digits))
+        return digits + str((10 - total % 10) % 10)
+
+    texts = [f"JANコード：{jan()}" for _ in range(1000)]
+    _, notes = Pii(kinds=["card"]).mask(pa.array(texts))
+    assert 60 <= notes["pii_card"] <= 140
+    masked, _ = Pii(kinds=["email", "phone", "ip"]).mask(pa.array(texts))
+    assert masked.to_pylist() == texts

@@ -263,10 +263,12 @@ stages:
     assert "seq_length 1000 is not a multiple of 128" in message and "896 or 1024" in message
     for bad, expected in [("split: {train: 0.5, valid: 0.2}", "sum to 1"),
                           ("weights: {en: -1}", "non-negative"),
-                          ("dataset_name: a/b", "letters, digits"),
-                          ("tokenizer: /nonexistent/tokenizer.json", "does not exist")]:
+                          ("dataset_name: a/b", "letters, digits")]:
         with pytest.raises(ConfigError, match=expected):
             parse_pipeline(text.replace("seq_length: 1000", bad), "tok.yaml")
+    with pytest.raises(ConfigError, match="does not exist"):  # a key may appear once
+        parse_pipeline(text.replace("seq_length: 1000", "seq_length: 1024").replace(
+            f"tokenizer: {tok_path}", "tokenizer: /nonexistent/tokenizer.json"), "tok.yaml")
     assert parse_pipeline(text.replace("1000", "1024")).stages[1].seq_length == 1024
 
 
@@ -322,3 +324,55 @@ def test_seeded_shuffle_permutes_documents_deterministically(input_glob, tok_pat
     assert runs["a"] != runs["plain"] and runs["a"] != runs["c"]
     for plain, shuffled in zip(runs["plain"], runs["a"], strict=True):
         assert sorted(plain) == sorted(shuffled), "a permutation: no document lost or added"
+
+
+# ----------------------------------------------------------------------------- issue 29, defect 7
+def _blend_sources(run: Path) -> dict[str, list[str]]:
+    blend = json.loads((run / "tokens" / "blend.json").read_text())["splits"]["train"]["sources"]
+    return {s: [Path(p["prefix"]).name for p in blend[s]["shards"]] for s in blend}
+
+
+def _two_sources(tmp_path: Path) -> tuple[Path, Path]:
+    """Speeches and Aozora works in two folders of two shards each (no source column)."""
+    docs = _sample()
+    en, ja = tmp_path / "en", tmp_path / "ja"
+    for folder, lang in ((en, "en"), (ja, "ja")):
+        folder.mkdir()
+        write_parts(folder, deal([{"id": d["id"], "text": d["text"]} for d in docs
+                                  if d["source"] == lang], 2))
+    return en, ja
+
+
+def test_several_sources_get_one_blend_entry_each_by_default(tok_path, tmp_path):
+    """Defect 7: without `source_field` a pipeline reading several sources wrote one blend entry
+    for all of them; now one per source, as with `source_field: source`, the files named as
+    before."""
+    en, ja = _two_sources(tmp_path)
+    run = tmp_path / "run"
+    Pipeline([ReadJsonl(path=f"{en}/*.jsonl", source="speeches"),
+              ReadJsonl(path=f"{ja}/*.jsonl", name="aozora"),
+              Tokenize(tokenizer=tok_path)], output=str(run)).run(executor="local",
+                                                                  progress=False)
+    assert _blend_sources(run) == {
+        "speeches": [f"tokenize_{i:05d}_00000_text_document" for i in (0, 1)],
+        "aozora": [f"tokenize_{i:05d}_00000_text_document" for i in (2, 3)]}
+    stage = json.loads((run / "stats.json").read_text())["stages"][-1]
+    assert set(stage["by_source"]) == {"speeches", "aozora"}
+    # '' keeps one entry whatever the sources
+    merged = tmp_path / "merged"
+    Pipeline([ReadJsonl(path=f"{en}/*.jsonl", source="speeches"),
+              ReadJsonl(path=f"{ja}/*.jsonl", name="aozora"),
+              Tokenize(tokenizer=tok_path, source_field="")], output=str(merged)).run(
+        executor="local", progress=False)
+    assert _blend_sources(merged) == {
+        "tokenize": [f"tokenize_{i:05d}_00000_text_document" for i in range(4)]}
+
+
+def test_one_source_keeps_one_entry_named_after_the_dataset(tok_path, tmp_path):
+    en, ja = _two_sources(tmp_path)
+    run = tmp_path / "run"
+    Pipeline([ReadJsonl(path=[f"{en}/*.jsonl", f"{ja}/*.jsonl"]),
+              Tokenize(tokenizer=tok_path)], output=str(run)).run(executor="local",
+                                                                  progress=False)
+    assert _blend_sources(run) == {
+        "tokenize": [f"tokenize_{i:05d}_00000_text_document" for i in range(4)]}

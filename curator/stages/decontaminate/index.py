@@ -23,20 +23,43 @@ _ARRAYS = ("long_keys", "short_full", "short_suffix", "short_len", "entry_item")
 
 @dataclass(frozen=True)
 class NgramSizes:
-    """N-gram sizes per mode (words, characters): ``n`` units, and the fewest units of a text
-    used whole; the share of CJK letters that makes a text a character-mode one."""
+    """N-gram sizes per mode (words, characters): ``n`` units; the share of CJK letters that
+    makes a text a character-mode one; and how short a text may be and still be used whole.
+
+    Each task has its own whole-text minimum per mode (GPT-3 set its n per task from the 5th
+    percentile of the task's lengths, bounded): the ``percentile`` of the lengths of its texts
+    of that mode, no more than ``min_*`` and no less than ``floor_*`` (``min_*`` when unset or
+    larger). ``percentile`` None: every task uses ``min_*``."""
 
     n_word: int
     min_word: int
     n_char: int
     min_char: int
     cjk_threshold: float
+    floor_word: int | None = None
+    floor_char: int | None = None
+    percentile: float | None = None
 
     def n(self) -> np.ndarray:
         return np.array([self.n_word, self.n_char], np.int64)
 
-    def mins(self) -> np.ndarray:
+    def caps(self) -> np.ndarray:
+        """The highest whole-text minimum per mode."""
         return np.array([self.min_word, self.min_char], np.int64)
+
+    def mins(self) -> np.ndarray:
+        """The fewest units of any text used whole, per mode (the suffix of a short key)."""
+        floors = [self.min_word if self.floor_word is None else self.floor_word,
+                  self.min_char if self.floor_char is None else self.floor_char]
+        return np.minimum(np.array(floors, np.int64), self.caps())
+
+    def task_minimum(self, lengths: np.ndarray, mode: int) -> int:
+        """The whole-text minimum of a task whose texts of ``mode`` have ``lengths`` units."""
+        cap, floor = int(self.caps()[mode]), int(self.mins()[mode])
+        if self.percentile is None or not len(lengths):
+            return cap
+        return max(floor, min(cap, int(np.percentile(lengths, self.percentile,
+                                                     method="lower"))))
 
     def powers(self) -> np.ndarray:
         return ngrams.powers(max(self.n_word, self.n_char))
@@ -83,14 +106,31 @@ class NgramIndex:
         return cls(*(np.load(folder / f"{name}.npy", mmap_mode="r") for name in _ARRAYS))
 
 
-def build_index(text: pa.Array, text_item: np.ndarray, whole: np.ndarray,
-                sizes: NgramSizes) -> tuple[NgramIndex, np.ndarray, np.ndarray]:
+def text_units(text: pa.Array, sizes: NgramSizes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The texts to key: every task text in the mode of its script, and a text mostly in
+    other scripts that holds kana or CJK ideographs in character mode as well (a Japanese item
+    that names ``YOSHIKI`` is quoted by Japanese pages, which are matched by characters).
+    Returns, per text to key, the task text it is (an index into ``text``), its mode and its
+    number of units."""
+    auto = np.full(len(text), ngrams.AUTO, np.int8)
+    modes = text_modes(text, auto, sizes.cjk_threshold)
+    some_cjk = text_modes(text, auto, 1e-9) == ngrams.CHAR  # a kana or ideograph at all
+    extra = np.flatnonzero((modes == ngrams.WORD) & some_cjk)
+    rows = np.concatenate([np.arange(len(text)), extra]).astype(np.int64)
+    modes = np.concatenate([modes, np.full(len(extra), ngrams.CHAR, np.int8)])
+    buf = string_buffers(text.take(pa.array(rows)) if len(extra) else text)
+    return rows, modes, ngrams.unit_counts(buf.data, buf.starts, buf.ends, modes,
+                                           *kernel_tables())
+
+
+def build_index(text: pa.Array, text_item: np.ndarray, least: np.ndarray, modes: np.ndarray,
+                sizes: NgramSizes) -> tuple[NgramIndex, np.ndarray]:
     """The index of task texts (``text_item``: the item of each text, in item order;
-    ``whole``: whether a short text may be used whole); also each text's units and mode."""
+    ``least``: the fewest units at which a text shorter than an n-gram is used whole, 0 for
+    never; ``modes``: from :func:`text_units`); also each text's units."""
     buf = string_buffers(text)
-    modes = text_modes(text, np.full(len(text), ngrams.AUTO, np.int8), sizes.cjk_threshold)
     long_rows, short_rows, lengths = ngrams.text_keys(
-        buf.data, buf.starts, buf.ends, modes, whole.astype(np.uint8), sizes.n(),
+        buf.data, buf.starts, buf.ends, modes, least.astype(np.int64), sizes.n(),
         sizes.mins(), sizes.powers(), *kernel_tables())
     long_item = text_item[long_rows[:, 1].astype(np.int64)]
     by_key = np.lexsort((long_item, long_rows[:, 0]))
@@ -107,7 +147,7 @@ def build_index(text: pa.Array, text_item: np.ndarray, whole: np.ndarray,
         short_len=short_rows[short, 2].astype(np.int64),
         entry_item=np.concatenate([long_item[by_key][first],
                                    short_item[short]]).astype(np.int32))
-    return index, lengths, modes
+    return index, lengths
 
 
 def directory(keys: np.ndarray) -> tuple[np.ndarray, np.uint64]:

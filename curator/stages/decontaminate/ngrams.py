@@ -6,10 +6,11 @@ n-gram of units ``u_0..u_{m-1}`` to ``sum u_k * B**(m-1-k) mod 2**64`` with a ba
 mode. With prefix sums ``P`` over a document any window's hash is ``P[j] - P[j-m] * B**m``, so a
 document is hashed once and checked for n-grams of every length in one pass.
 
-Keys: a task text of at least ``n`` units gives its n-grams (``long`` keys); a shorter one of at
-least ``min`` units is used whole (a ``short`` key, found through the hash of its last ``min``
-units, then checked at its full length); shorter texts are left out. Modes: 0 words, 1
-characters, 2 decide per text (mostly CJK ideographs or kana → characters).
+Keys: a task text of at least ``n`` units gives its n-grams (``long`` keys); a shorter one is
+used whole from its own least length on (its task's minimum: a ``short`` key, found through the
+hash of its last ``min`` units, ``min`` being the least length of any text of that mode, then
+checked at its full length); shorter texts are left out. Modes: 0 words, 1 characters, 2 decide
+per text (mostly CJK ideographs or kana → characters).
 """
 
 from __future__ import annotations
@@ -187,9 +188,27 @@ def _grow(rows, count):
 
 # ------------------------------------------------------------------------------ task side
 @nb.njit(nogil=True, cache=True)
-def text_keys(data, starts, ends, modes, whole, n, mins, pows, mapping, exp_off, exp_pts, kinds,
+def unit_counts(data, starts, ends, modes, mapping, exp_off, exp_pts, kinds, comp_keys,
+                comp_vals):
+    """The number of units of each text (modes resolved)."""
+    size = 1
+    for t in range(len(starts)):
+        size = max(size, ends[t] - starts[t] + 1)
+    hashes = np.empty(size, np.uint64)
+    first = np.empty(size, np.int64)
+    past = np.empty(size, np.int64)
+    lengths = np.zeros(len(starts), np.int64)
+    for t in range(len(starts)):
+        lengths[t] = _units(data, starts[t], ends[t], modes[t] == CHAR, mapping, exp_off,
+                            exp_pts, kinds, comp_keys, comp_vals, hashes, first, past)
+    return lengths
+
+
+@nb.njit(nogil=True, cache=True)
+def text_keys(data, starts, ends, modes, least, n, mins, pows, mapping, exp_off, exp_pts, kinds,
               comp_keys, comp_vals):
-    """Keys of task texts (modes resolved; ``whole``: a short text may be used whole).
+    """Keys of task texts (modes resolved; ``least``: the fewest units at which a text shorter
+    than an n-gram is used whole, 0 for never; never below ``mins`` of its mode).
 
     Returns ``long`` rows (key, text) and ``short`` rows (full key, suffix key, length, text)
     as uint64 arrays, and the number of units of each text."""
@@ -218,7 +237,7 @@ def text_keys(data, starts, ends, modes, whole, n, mins, pows, mapping, exp_off,
                 long_rows[n_long, 0] = prefix[j] - prefix[j - size_n] * pows[mode, size_n]
                 long_rows[n_long, 1] = t
                 n_long += 1
-        elif u >= mins[mode] and whole[t]:
+        elif least[t] > 0 and u >= least[t] and u >= mins[mode]:
             short_rows = _grow(short_rows, n_short)
             k = mins[mode]
             short_rows[n_short, 0] = prefix[u]

@@ -28,7 +28,13 @@ from curator.batch import ID, TEXT
 from curator.commit import commit_files, temporary_for
 from curator.stages.context import Decisions
 from curator.stages.decontaminate.cut import CutRules, plan_cut
-from curator.stages.decontaminate.index import NgramSizes, build_index, find_matches, load_index
+from curator.stages.decontaminate.index import (
+    NgramSizes,
+    build_index,
+    find_matches,
+    load_index,
+    text_units,
+)
 from curator.stages.decontaminate.ngrams import AUTO, CHAR, WORD
 from curator.stages.decontaminate.tasks import Item, Task, task_items
 
@@ -92,7 +98,8 @@ class _Texts:
 
 
 def build(job: IndexJob) -> dict:
-    """Read every task file, hash its texts, save the index and the item table."""
+    """Read every task file, choose each task's whole-text minimum per mode, hash its texts,
+    save the index and the item table."""
     started = time.perf_counter()
     files = {t.name: 0 for t in job.tasks}
     read = _Texts()
@@ -103,9 +110,16 @@ def build(job: IndexJob) -> dict:
             read.add(task.name, item)
     item = np.array(read.item, np.int64)
     whole = np.array(read.whole, bool)
-    index, lengths, modes = build_index(pa.array(read.texts, pa.large_string()), item, whole,
-                                        job.sizes)
-    keyed = (lengths >= job.sizes.n()[modes]) | ((lengths >= job.sizes.mins()[modes]) & whole)
+    text = pa.array(read.texts, pa.large_string())
+    rows, modes, lengths = text_units(text, job.sizes)  # rows: the task text of each keyed one
+    item_task = np.array(read.item_task, dtype=object)
+    task_of_row = item_task[item[rows]] if len(rows) else np.empty(0, object)
+    minima, least = task_minima(list(files), task_of_row, whole[rows], modes, lengths,
+                                job.sizes)
+    index, _ = build_index(text.take(pa.array(rows)), item[rows], least, modes, job.sizes)
+    has_key = (lengths >= job.sizes.n()[modes]) | ((least > 0) & (lengths >= least))
+    keyed = np.zeros(len(text), bool)
+    np.logical_or.at(keyed, rows, has_key)
     folder = Path(job.work) / "index"
     items = pa.table({"task": pa.array(read.item_task, pa.string()),
                       "item": pa.array(read.item_id, pa.string())})
@@ -114,24 +128,57 @@ def build(job: IndexJob) -> dict:
     return {"entries": index.entries, "ngrams": len(index.long_keys),
             "whole_texts": len(index.short_full), "bytes": index.nbytes,
             "seconds": round(time.perf_counter() - started, 3),
-            "tasks": _task_figures(files, np.array(read.item_task, dtype=object), item, keyed,
-                                   index.entry_item)}
+            "tasks": _task_figures(files, item_task, item, whole, keyed, index.entry_item,
+                                   minima)}
+
+
+_MODE_NAMES = {WORD: "words", CHAR: "chars"}
+
+
+def task_minima(tasks: list[str], task_of_text: np.ndarray, whole: np.ndarray,
+                modes: np.ndarray, lengths: np.ndarray, sizes: NgramSizes
+                ) -> tuple[dict[str, dict[str, int]], np.ndarray]:
+    """Each task's whole-text minimum per mode its texts use (from the lengths of its texts
+    that may be used whole), and per text the fewest units at which it is used whole (0 for
+    answers: never whole)."""
+    least = np.zeros(len(lengths), np.int64)
+    minima: dict[str, dict[str, int]] = {}
+    for name in tasks:
+        of_task = (task_of_text == name) & whole
+        minima[name] = {}
+        for mode in (WORD, CHAR):
+            rows = of_task & (modes == mode)
+            if rows.any():
+                minimum = sizes.task_minimum(lengths[rows], mode)
+                least[rows] = minimum
+                minima[name][_MODE_NAMES[mode]] = minimum
+    return minima, least
 
 
 def _task_figures(files: dict[str, int], item_task: np.ndarray, text_item: np.ndarray,
-                  keyed: np.ndarray, entry_item: np.ndarray) -> dict[str, dict[str, int]]:
-    """Per task: files, items, items without any key, texts, texts without a key, entries."""
+                  whole: np.ndarray, keyed: np.ndarray, entry_item: np.ndarray,
+                  minima: dict[str, dict[str, int]]) -> dict[str, dict[str, Any]]:
+    """Per task: files; items, those checked (some text or answer gives a key) and those too
+    short to check; texts used whole when short (prompts, joined items), those checked and
+    those too short; answers (n-grams only) and those checked; index entries; the whole-text
+    minimum per mode."""
     indexed = np.zeros(len(item_task), bool)
     indexed[text_item[keyed]] = True
     out = {}
     for name, count in files.items():
         of_task = item_task == name
-        text_of_task = of_task[text_item]
-        out[name] = {"files": count, "items": int(of_task.sum()),
-                     "items_unindexed": int((of_task & ~indexed).sum()),
-                     "texts": int(text_of_task.sum()),
-                     "texts_unused": int((text_of_task & ~keyed).sum()),
-                     "ngrams": int(of_task[entry_item].sum())}
+        text_of_task = of_task[text_item] if len(text_item) else np.zeros(0, bool)
+        texts, answers = text_of_task & whole, text_of_task & ~whole
+        items = int(of_task.sum())
+        checked = int((of_task & indexed).sum())
+        out[name] = {"files": count, "items": items, "items_checked": checked,
+                     "items_too_short": items - checked,
+                     "texts": int(texts.sum()), "texts_checked": int((texts & keyed).sum()),
+                     "texts_too_short": int((texts & ~keyed).sum()),
+                     "answers": int(answers.sum()),
+                     "answers_checked": int((answers & keyed).sum()),
+                     "ngrams": int(of_task[entry_item].sum()),
+                     "min_whole": minima.get(name, {})}
     return out
 
 

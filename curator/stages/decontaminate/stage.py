@@ -21,13 +21,16 @@ class Decontaminate(DatasetStage):
     Curator do.
 
     Word n-grams for space-delimited languages, character n-grams for Japanese and Chinese (by
-    the ``lang`` column, else by script). N-grams found in more than ``max_docs`` documents are
-    ignored. Each match removes the n-gram and ``margin`` characters on either side and splits
-    the document there; fragments under ``min_fragment`` characters are dropped, the others are
-    joined with ``separator`` into the document's new text. A document split more than
-    ``max_splits`` times, or left without fragments, is removed (reason ``contaminated``).
-    Every document gets ``contamination``: its matched spans (task, item, start and end in the
-    original text), null when clean."""
+    the ``lang`` column, else by script). A task text shorter than an n-gram is used whole down
+    to its task's minimum for that script: the ``whole_percentile`` (5th) of the lengths of the
+    task's texts, between ``floor_*`` and ``min_*`` (so a short Japanese question quoted without
+    its choices is found); shorter texts are counted as too short to check. N-grams found in
+    more than ``max_docs`` documents are ignored. Each match removes the n-gram and ``margin``
+    characters on either side and splits the document there; fragments under ``min_fragment``
+    characters are dropped, the others are joined with ``separator`` into the document's new
+    text. A document split more than ``max_splits`` times, or left without fragments, is
+    removed (reason ``contaminated``). Every document gets ``contamination``: its matched spans
+    (task, item, start and end in the original text), null when clean."""
 
     type = "decontaminate"
     holds_gil: ClassVar[bool] = True
@@ -35,10 +38,21 @@ class Decontaminate(DatasetStage):
     tasks: list[Task] = Field(min_length=1, description="Downstream tasks: {name, path} for a "
                               "ready-made spec, or {name, path, fields[, id_field]}.")
     ngram_words: int = Field(13, gt=0, description="Words per n-gram (space-delimited text).")
-    min_words: int = Field(8, gt=0, description="Shorter task texts are used whole down to "
-                           "this many words; shorter ones are left out.")
+    min_words: int = Field(8, gt=0, description="A task text shorter than an n-gram is used "
+                           "whole down to its task's minimum (see whole_percentile), at most "
+                           "this many words.")
     ngram_chars: int = Field(50, gt=0, description="Characters per n-gram (Japanese, Chinese).")
-    min_chars: int = Field(20, gt=0, description="Fewest characters of a task text used whole.")
+    min_chars: int = Field(20, gt=0, description="The highest whole-text minimum of a task in "
+                           "characters (see whole_percentile).")
+    floor_words: int = Field(8, gt=0, description="The lowest whole-text minimum of a task in "
+                             "words (GPT-3's lower bound).")
+    floor_chars: int = Field(8, gt=0, description="The lowest whole-text minimum of a task in "
+                             "characters: shorter Japanese questions occur by chance in clean "
+                             "text (measured: docs/decontamination.md).")
+    whole_percentile: float | None = Field(
+        5, ge=0, le=100, description="Each task uses its texts whole down to this percentile of "
+        "their lengths (per script: words or characters), bounded by floor_* and min_* (GPT-3 "
+        "set its n per task from the 5th percentile); null: every task from min_*.")
     char_languages: list[str] = Field(["ja", "zh"], description="Languages matched by "
                                       "character n-grams (the `lang` code before -/_).")
     lang_field: str = Field("lang", description="Column with each document's language; "
@@ -63,6 +77,17 @@ class Decontaminate(DatasetStage):
             raise ValueError("min_words/min_chars may not exceed ngram_words/ngram_chars")
         return self
 
+    def check(self) -> None:
+        """Every task's file (or glob) exists before any document is read."""
+        super().check()
+        from curator.io.files import InputError, list_shards
+
+        for task in self.tasks:
+            try:
+                list_shards(task.paths())
+            except InputError as err:
+                raise ValueError(f"task {task.name!r}: {err}") from None
+
     def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
         from curator.stages.decontaminate import phases
         from curator.stages.decontaminate.cut import CutRules
@@ -71,7 +96,8 @@ class Decontaminate(DatasetStage):
         started = time.perf_counter()
         work = str(ctx.work_dir)
         sizes = NgramSizes(self.ngram_words, self.min_words, self.ngram_chars, self.min_chars,
-                           self.cjk_threshold)
+                           self.cjk_threshold, self.floor_words, self.floor_chars,
+                           self.whole_percentile)
         keys = [f"part-{i:05d}" for i in range(len(parts))]
         index = ctx.run_phase("index", phases.build, [phases.IndexJob(
             work, tuple(self.tasks), tuple(self._task_files(ctx)), sizes)], ["index"])[0]

@@ -121,6 +121,21 @@ class ClassifierFilter(Filter):
     def is_hf(self) -> bool:
         return is_hf_dir(self.model)
 
+    def check(self) -> None:
+        super().check()
+        if self.is_hf:
+            from curator.stages.filters.classifier_hf import configured_labels, label_index
+
+            id2label = configured_labels(self.model)
+            if id2label is not None:
+                label_index(self.label, id2label, Path(self.model))
+        else:
+            from curator.stages.filters.classifier_fasttext import positive_label, read_sidecar
+            from curator.stages.langid import model_labels
+
+            default = read_sidecar(self.model)[1]
+            positive_label(self.model, self.label or default, model_labels(self.model))
+
     def requirements(self) -> dict[str, str]:
         if self.is_hf:
             return {"torch": "hf", "transformers": "hf"}

@@ -3,7 +3,9 @@ sidecar beside the model) and the probability of its positive label per document
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -78,6 +80,21 @@ def full_label(label: str) -> str:
     return label if label.startswith("__label__") else f"__label__{label}"
 
 
+def positive_label(model: str | Path, chosen: str | None, labels: Sequence[str]) -> str:
+    """The full positive label (the configured one, else the sidecar's), if the model has it;
+    else a one-line ValueError naming the model's labels."""
+    if chosen is None:
+        raise ValueError(f"{model}: no sidecar names the positive label; set label: (one of "
+                         f"{', '.join(sorted(labels))})")
+    label = full_label(chosen)
+    if label not in labels:
+        close = difflib.get_close_matches(label, list(labels), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0].removeprefix('__label__')!r}?" if close else ""
+        raise ValueError(f"{model}: label {label!r} is not one of the model's "
+                         f"{sorted(labels)}{hint}")
+    return label
+
+
 class FastTextScorer:
     """Probability of ``label`` per text, under the model's own preprocessing."""
 
@@ -85,15 +102,8 @@ class FastTextScorer:
         import fasttext
 
         self.prep, default = read_sidecar(model)
-        chosen = label or default
-        if chosen is None:
-            raise ValueError(f"{model}: no sidecar names the positive label; set label:")
         self.model = fasttext.load_model(str(model))
-        self.label = full_label(chosen)
-        labels = self.model.get_labels()
-        if self.label not in labels:
-            raise ValueError(f"{model}: label {self.label!r} is not one of the model's "
-                             f"{sorted(labels)}")
+        self.label = positive_label(model, label or default, self.model.get_labels())
 
     def score(self, texts: pa.Array | pa.ChunkedArray | list[str | None]) -> np.ndarray:
         lines = self.prep.apply(texts).to_pylist()

@@ -35,6 +35,33 @@ def check_hf_dir(path: str | Path) -> Path:
     return path
 
 
+def label_index(label: str | int | None, id2label: dict[int, str], path: Path) -> int:
+    """The index of ``label`` (an index or an ``id2label`` name; None: 1 of 2 labels)."""
+    n = len(id2label)
+    if label is None:
+        if n != 2:
+            raise ValueError(f"{path}: {n} labels; set label: (an index or a name)")
+        return 1
+    if isinstance(label, int) or str(label).isdigit():
+        index = int(label)
+        if not 0 <= index < n:
+            raise ValueError(f"{path}: label index {index} outside 0..{n - 1}")
+        return index
+    names = {name: int(i) for i, name in id2label.items()}
+    if label not in names:
+        raise ValueError(f"{path}: label {label!r} is not one of {sorted(names)}")
+    return names[label]
+
+
+def configured_labels(path: str | Path) -> dict[int, str] | None:
+    """``id2label`` of a model directory's config.json; None where it sets none."""
+    config = json.loads((Path(path).expanduser() / "config.json").read_text(encoding="utf-8"))
+    labels = config.get("id2label") if isinstance(config, dict) else None
+    if not isinstance(labels, dict) or not all(str(i).isdigit() for i in labels):
+        return None  # transformers' own defaults, or its own error when it loads
+    return {int(i): str(name) for i, name in labels.items()}
+
+
 def torch_device(device: str) -> str:
     """``cpu``, ``gpu`` or ``auto`` -> a torch device name."""
     import torch
@@ -72,29 +99,12 @@ class HFScorer:
             raise ValueError(f"{path}: cannot load the model: {err}".splitlines()[0]) from None
         self.device = torch_device(device)
         self.model = model.to(self.device).eval()
-        self.index = self._label_index(label, model.config.id2label, path)
+        self.index = label_index(label, model.config.id2label, path)
         self.batch_size = batch_size
         # never more tokens than the model has positions for
         limits = [max_length, getattr(model.config, "max_position_embeddings", None),
                   getattr(self.tokenizer, "model_max_length", None)]
         self.max_length = min(n for n in limits if isinstance(n, int) and n > 0)
-
-    @staticmethod
-    def _label_index(label: str | int | None, id2label: dict[int, str], path: Path) -> int:
-        n = len(id2label)
-        if label is None:
-            if n != 2:
-                raise ValueError(f"{path}: {n} labels; set label: (an index or a name)")
-            return 1
-        if isinstance(label, int) or str(label).isdigit():
-            index = int(label)
-            if not 0 <= index < n:
-                raise ValueError(f"{path}: label index {index} outside 0..{n - 1}")
-            return index
-        names = {name: int(i) for i, name in id2label.items()}
-        if label not in names:
-            raise ValueError(f"{path}: label {label!r} is not one of {sorted(names)}")
-        return names[label]
 
     def score(self, texts: list[str | None]) -> np.ndarray:
         import torch

@@ -7,6 +7,16 @@ One module per rule family (``gopher_quality``, ``gopher_repetition``, ``c4``, `
 over the batch's texts in one pass (regexes and ``str`` methods in C, one Python loop per
 document for what needs sets and counters); the rules then threshold whole score columns with Arrow.
 
+The rules decide as datatrove's chain (GopherRepetition → GopherQuality → C4 → FineWeb) does:
+datatrove's C4QualityFilter rewrites a document to the lines it keeps (stripped, citations
+removed, only lines ending in terminal punctuation with 3+ words, no javascript or policy
+lines), and the FineWeb filter after it judges that text. So when ``c4`` comes before
+``fineweb`` in ``presets`` (the default order), the FineWeb scores of a space-delimited document
+are computed over the text C4 leaves (``c4.kept_text``), and a document C4 leaves empty fails
+``fineweb.min_line_punct_ratio`` (datatrove: "empty"); with ``fineweb`` alone or before ``c4``
+they are computed over the document's own lines, as datatrove's FineWeb filter alone does. The
+document's text itself is never rewritten (a filter keeps or removes documents).
+
 Language routing (the ``lang`` column, or ``default_lang`` where it is absent or null): the
 Japanese presets run on ``ja`` documents; every other document gets the space-delimited presets,
 whose ``words`` rules run only on space-delimited languages (not on ja, zh, th, ...) and whose
@@ -29,6 +39,7 @@ from pydantic import Field, model_validator
 from curator.batch import TEXT
 from curator.counts import ScoreBins
 from curator.stages.base import Filter
+from curator.stages.filters.heuristic.c4 import kept_text
 from curator.stages.filters.heuristic.presets import PRESETS, UNSPACED, describe
 from curator.stages.filters.heuristic.rules import Family
 
@@ -48,7 +59,7 @@ class HeuristicFilter(Filter):
     a threshold (reason ``<preset>.<rule>``)."""
 
     type = "heuristic_filter"
-    version = 1
+    version = 2  # 2: the FineWeb rules read the text C4 leaves when c4 runs first (chain)
     score_bins: ClassVar[dict[str, ScoreBins]] = {
         f"{f.name}.{s}": b for f in PRESETS.values() for s, b in f.bins.items()}
 
@@ -104,13 +115,20 @@ class HeuristicFilter(Filter):
         out: dict[str, pa.Array] = {
             "heuristic.blank": pa.array([not t.strip() for t in texts], pa.bool_())}
         subsets: dict[str, tuple[np.ndarray, list[str]]] = {}  # one list per routing: shared
-        for family in families:
+        for k, family in enumerate(families):
             rows = served_ja if family.languages == "ja" else ~served_ja
             if family.languages not in subsets:
                 index = np.flatnonzero(rows)
                 subsets[family.languages] = index, [texts[i] for i in index]
             index, subset = subsets[family.languages]
+            after_c4 = family.name == "fineweb" and "c4" in self.presets[:k]
+            if after_c4:  # datatrove's chain: FineWeb reads the text C4 leaves
+                subset = self._after_c4(subset, spaced[index])
             computed = family.compute(subset, self.params(family))
+            if after_c4:  # nothing left after C4: datatrove's FineWeb removes it ("empty")
+                emptied = np.array([not t.strip() for t in subset], dtype=bool) \
+                    & ~np.array([not texts[i].strip() for i in index], dtype=bool)
+                computed["line_punct_ratio"][emptied] = 0.0
             scope_rows = {"neutral": rows, "ja": rows, "words": rows & spaced,
                           "english": rows & spaced & english}
             for score, values in computed.items():
@@ -119,6 +137,12 @@ class HeuristicFilter(Filter):
                 column[~scope_rows[family.scopes[score]]] = np.nan
                 out[f"{family.name}.{score}"] = pa.array(column, pa.float64(), from_pandas=True)
         return out
+
+    def _after_c4(self, texts: list[str], spaced: np.ndarray) -> list[str]:
+        """The text C4 leaves of each space-delimited document (its kept lines, stripped);
+        other languages keep their text (C4's line rules do not run on them)."""
+        params = self.params(PRESETS["c4"])
+        return [kept_text(t, params) if s else t for t, s in zip(texts, spaced, strict=True)]
 
     def rules(self, scores: dict[str, pa.Array]) -> dict[str, pa.Array]:
         rules = {"empty": scores["heuristic.blank"]}

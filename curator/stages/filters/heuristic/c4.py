@@ -46,32 +46,54 @@ def count_sentences(line: str) -> int:
     return count
 
 
+def _lines(text: str, max_word: int, min_words: int):
+    """Each line C4 reaches (stripped, citations removed) with what C4 does with it: ``kept``,
+    or ``javascript`` / ``policy`` (dropped); lines dropped for their shape are skipped."""
+    for line in text.splitlines():
+        line = line.strip()
+        words = line.split()
+        if any(len(w) > max_word for w in words):
+            continue
+        line = CITATION.sub("", line)
+        if not line.endswith(END_PUNCTUATION) or line.endswith("..."):
+            continue
+        if len(words) < min_words:
+            continue
+        lower = line.lower()
+        if "javascript" in lower:
+            yield line, lower, "javascript"
+        elif any(p in lower for p in POLICY):
+            yield line, lower, "policy"
+        else:
+            yield line, lower, "kept"
+
+
+def _knobs(params: dict) -> tuple[int, int]:
+    return int(params.get("max_word_length") or 1000), int(params.get("min_words_per_line") or 3)
+
+
+def kept_text(text: str, params: dict) -> str:
+    """The text C4 leaves: the lines it keeps, joined with newlines (datatrove's
+    C4QualityFilter rewrites the document to this, and the FineWeb rules after it read it)."""
+    return "\n".join(line for line, _, what in _lines(text, *_knobs(params))
+                     if what == "kept").strip()
+
+
 def compute(texts: list[str], params: dict) -> dict[str, np.ndarray]:
     out = {name: np.zeros(len(texts)) for name in SCORES}
-    max_word = int(params.get("max_word_length") or 1000)
-    min_words = int(params.get("min_words_per_line") or 3)
+    max_word, min_words = _knobs(params)
     lorem, curly, sentences = out["lorem_ipsum"], out["curly_bracket"], out["sentences"]
     javascript, policy = out["javascript_lines"], out["policy_lines"]
     for i, text in enumerate(texts):
-        for line in text.splitlines():
-            line = line.strip()
-            words = line.split()
-            if any(len(w) > max_word for w in words):
-                continue
-            line = CITATION.sub("", line)
-            if not line.endswith(END_PUNCTUATION) or line.endswith("..."):
-                continue
-            if len(words) < min_words:
-                continue
-            lower = line.lower()
+        for line, lower, what in _lines(text, max_word, min_words):
             if "lorem ipsum" in lower:
                 lorem[i] = 1
-            if "javascript" in lower:
+            if what == "javascript":
                 javascript[i] += 1
                 continue
             if "{" in line:
                 curly[i] = 1
-            if any(p in lower for p in POLICY):
+            if what == "policy":
                 policy[i] += 1
                 continue
             sentences[i] += count_sentences(line)

@@ -1,5 +1,10 @@
 """FineWeb quality rules (Penedo et al. 2024), as datatrove 0.10.1's FineWebQualityFilter
-computes them over the non-blank lines (``split("\\n")``)."""
+computes them over the non-blank lines (``split("\\n")``), lines as they are (not stripped).
+
+Which text: in datatrove's FineWeb recipe the filter runs after C4QualityFilter, which rewrites
+the document to the lines it keeps, stripped; ``HeuristicFilter`` therefore hands these rules
+the text C4 leaves when the ``c4`` preset comes before ``fineweb`` (the default), and the
+document's own text otherwise (``curator/stages/filters/heuristic/__init__.py``)."""
 
 from __future__ import annotations
 
