@@ -5,11 +5,15 @@ archives. Unpacking is into memory (never onto disk), so a hostile member name o
 never write or read outside the archive: names are checked and refused, links are not
 followed. Limits bound the unpacked bytes, the member count, the nesting depth and the
 compression ratio (a decompression bomb is stopped while it inflates, not after).
+
+An extracted project folder gets the same rules (:func:`read_folder`): a link that points out
+of the folder is refused, one inside it is left out; no link is ever followed.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import posixpath
 import tarfile
 import zlib
@@ -166,4 +170,34 @@ def _untar(data: bytes, budget: _Budget, depth: int) -> dict[str, bytes]:
                     files[path] = content
     except tarfile.TarError as err:
         raise UnsafeArchive("bad_archive", f"corrupt tar: {err}") from None
+    return files
+
+
+def read_folder(root: str, suffixes: tuple[str, ...],
+                limits: ArchiveLimits | None = None) -> dict[str, bytes]:
+    """The files of the local folder ``root`` whose names end with ``suffixes``, as
+    ``{relative path: bytes}``, under the archives' rules: a symbolic link (to a file or a
+    folder) that points out of ``root`` is refused, one inside it is left out, none is followed;
+    the member and byte limits hold. Raises :class:`UnsafeArchive`."""
+    budget = _Budget(limits or ArchiveLimits())
+    real_root = os.path.realpath(root)
+    files: dict[str, bytes] = {}
+    for folder, dirs, names in os.walk(root):  # (os.walk does not descend into linked folders)
+        dirs.sort()
+        for name in sorted(dirs + names):
+            path = os.path.join(folder, name)
+            relative = os.path.relpath(path, root).replace(os.sep, "/")
+            if os.path.islink(path):
+                target = os.path.realpath(path)
+                if os.path.commonpath([real_root, target]) != real_root:
+                    raise UnsafeArchive("unsafe_archive", f"link {relative} -> "
+                                        f"{os.readlink(path)} points outside the folder")
+                continue
+            if name not in names or not name.lower().endswith(suffixes):
+                continue
+            budget.spend(0, members=1)
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as handle:
+                budget.spend(os.fstat(handle.fileno()).st_size)
+                files[relative] = handle.read(budget.limits.max_total_bytes + 1)
     return files

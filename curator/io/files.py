@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import fsspec
+import pyarrow as pa
 from fsspec.core import url_to_fs
 
-from curator.batch import Shard
+from curator.batch import Failure, Shard, SourceBatch
 
 GLOB_CHARS = "*?["
 
@@ -56,3 +59,18 @@ def open_binary(url: str):
     if "://" not in url or url.startswith("file://"):
         return open(url.removeprefix("file://"), "rb")
     return fsspec.open(url, "rb").open()
+
+
+def is_empty_file(shard: Shard) -> bool:
+    """Whether the shard's file has 0 bytes (as listed; a local file asked where not listed)."""
+    if shard.size is not None:
+        return shard.size == 0
+    path = shard.path.removeprefix("file://")
+    return "://" not in path and os.path.isfile(path) and os.path.getsize(path) == 0
+
+
+def file_failure(shard: Shard, stage: str, error: str, reason: str) -> SourceBatch:
+    """A batch that fails a whole file (one rule for every reader): one failure naming it, at
+    offset 0, counted as one failed record."""
+    return SourceBatch(pa.table({}), [Failure(stage=stage, error=error, offset=0, reason=reason,
+                                              file=shard.label or shard.path)])

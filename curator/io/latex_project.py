@@ -1,4 +1,8 @@
-"""A LaTeX project (files by relative path) -> the main file's source, inputs resolved."""
+"""A LaTeX project (files by relative path) -> the main file's source, inputs resolved.
+
+Resolution is bounded: at most ``MAX_INPUT_DEPTH`` levels of \\input, and at most ``max_bytes``
+of text in all (a few files that input each other many times over would otherwise expand
+without end): past it :class:`InputTooLarge`."""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import regex as re
 TEX_SUFFIXES = (".tex", ".ltx")
 MAIN_NAMES = ("main.tex", "ms.tex", "paper.tex", "article.tex")
 MAX_INPUT_DEPTH = 20
+MAX_EXPANDED_BYTES = 16 << 20
+EXPANSION_COST = 1024  # bytes charged per file expanded, on top of its text: bounds the calls
 
 # A % that is not escaped (preceded by an even number of backslashes), to the end of the line.
 _COMMENT = re.compile(r"(?<!\\)((?:\\\\)*)%[^\n]*")
@@ -21,6 +27,10 @@ _IMPORT = re.compile(r"\\(sub)?(?:import|inputfrom|includefrom)\*?\s*\{([^{}]*)\
 
 class NoMainFile(ValueError):
     """A project without a LaTeX file that has \\documentclass or \\begin{document}."""
+
+
+class InputTooLarge(ValueError):
+    """The main file with its inputs resolved is over the size limit."""
 
 
 def strip_comments(tex: str) -> str:
@@ -76,9 +86,16 @@ def _input_names(text: str) -> list[str]:
     return [n.strip() for n in names if n and n.strip()]
 
 
-def resolve_inputs(main: str, sources: dict[str, str], notes: Counter) -> str:
+def resolve_inputs(main: str, sources: dict[str, str], notes: Counter,
+                   max_bytes: int = MAX_EXPANDED_BYTES) -> str:
     """The main file's text (comments stripped) with \\input, \\include, \\subfile and
-    \\import replaced by the files they name; a missing file is dropped and counted."""
+    \\import replaced by the files they name; a missing file is dropped and counted, as are an
+    input of a file already being expanded (``input_cycle``) and one past ``MAX_INPUT_DEPTH``
+    (``input_too_deep``). Raises :class:`InputTooLarge` once the files expanded hold more than
+    ``max_bytes`` (each file counted every time it is expanded, with ``EXPANSION_COST``: the
+    work is bounded too)."""
+    left = [max_bytes]
+    stripped: dict[str, str] = {}
 
     def lookup(name: str, folder: str) -> str | None:
         name = name.strip().strip('"')
@@ -90,7 +107,13 @@ def resolve_inputs(main: str, sources: dict[str, str], notes: Counter) -> str:
         return None
 
     def expand(path: str, stack: tuple[str, ...]) -> str:
-        text = strip_comments(sources[path])
+        if path not in stripped:
+            stripped[path] = strip_comments(sources[path])
+        text = stripped[path]
+        left[0] -= len(text) + EXPANSION_COST
+        if left[0] < 0:
+            raise InputTooLarge(f"the main file with its inputs resolved is over {max_bytes} "
+                                f"bytes (\\input expanded {path} past it)")
         folder = posixpath.dirname(path)
 
         def include(name: str, where: str) -> str:
@@ -98,8 +121,11 @@ def resolve_inputs(main: str, sources: dict[str, str], notes: Counter) -> str:
             if found is None:
                 notes["input_missing"] += 1
                 return ""
-            if found in stack or len(stack) >= MAX_INPUT_DEPTH:
+            if found in stack:
                 notes["input_cycle"] += 1
+                return ""
+            if len(stack) >= MAX_INPUT_DEPTH:
+                notes["input_too_deep"] += 1
                 return ""
             return expand(found, (*stack, found))
 

@@ -1,5 +1,13 @@
 """Parquet reader and writer. Row groups are cut at fixed row counts, so a shard's bytes do not
-depend on how the pipeline batched it; the parts of a dataset share one schema."""
+depend on how the pipeline batched it; the parts of a dataset share one schema.
+
+The reader fails a bad file alone (docs/limits.md): a 0-byte file, one whose footer cannot be
+read, a row group whose data is damaged or expands more than ``max_expansion_ratio`` times its
+stored bytes, each is one failure naming the file and the first row lost; the other row groups
+and files go on. Rows are decoded ``READ_BATCH_ROWS`` at a time and gathered into batches of
+about ``batch_bytes``, the expansion checked at each, so that a value repeated through a
+dictionary is decoded at most that many times before the check.
+"""
 
 from __future__ import annotations
 
@@ -14,25 +22,32 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from curator.batch import ID, TEXT, Failure, Shard, SourceBatch
-from curator.io.files import InputError, open_binary
+from curator.io import streams
+from curator.io.files import file_failure, is_empty_file, open_binary
 from curator.io.records import ColumnMap
 from curator.io.schema import conform, unified_schema
+from curator.io.streams import MAX_EXPANSION_RATIO
 
 #: Marks a shard that is a run of a file's row groups: ``<url>#row_groups=<first>-<end>``.
 ROW_GROUPS_MARK = "#row_groups="
+#: Most rows decoded at a time (and measured) before they join a batch.
+READ_BATCH_ROWS = 1024
+#: What the reader catches from Arrow reading a damaged file.
+_DAMAGE = (pa.ArrowException, OSError, ValueError)
 
 
 def row_group_shards(shard: Shard, shard_bytes: int) -> list[Shard]:
     """``shard`` (one Parquet file) as runs of consecutive row groups of about ``shard_bytes``
     uncompressed bytes each; the file itself where it has one run. Each keeps the file's label,
     so ids made from positions and error positions are those of the whole file. A file whose
-    footer cannot be read stops the listing with one line naming it."""
+    footer cannot be read is one shard, which fails when it is read."""
+    if is_empty_file(shard):
+        return [shard]
     try:
         with open_binary(shard.path) as raw:
             meta = pq.ParquetFile(raw).metadata
-    except (pa.ArrowInvalid, OSError) as err:
-        raise InputError(f"{shard.label or shard.path}: not a readable Parquet file ({err}); "
-                         "fix it or leave it out of the input") from None
+    except _DAMAGE:
+        return [shard]
     groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
     runs: list[tuple[int, int]] = []
     first, gathered = 0, 0
@@ -45,6 +60,20 @@ def row_group_shards(shard: Shard, shard_bytes: int) -> list[Shard]:
         return [shard]
     return [replace(shard, path=f"{shard.path}{ROW_GROUPS_MARK}{a}-{b}",
                     size=sum(_stored_bytes(g) for g in groups[a:b])) for a, b in runs]
+
+
+def decoded_bytes(batch: pa.RecordBatch) -> int:
+    """The bytes of ``batch`` with its dictionary-encoded strings decoded."""
+    total = 0
+    for column in batch.columns:
+        if pa.types.is_dictionary(column.type) and (
+                pa.types.is_string(column.type.value_type)
+                or pa.types.is_binary(column.type.value_type)):
+            lengths = pc.binary_length(column.dictionary)
+            total += (pc.sum(pc.take(lengths, column.indices)).as_py() or 0) + column.nbytes
+        else:
+            total += column.nbytes
+    return total
 
 
 def _stored_bytes(group: pq.RowGroupMetaData) -> int:
@@ -60,27 +89,142 @@ def _split_row_groups(path: str) -> tuple[str, range | None]:
 
 
 def read_parquet_batches(shard: Shard, batch_bytes: int, stage: str, columns: ColumnMap,
-                         selected: list[str] | None = None) -> Iterator[SourceBatch]:
+                         selected: list[str] | None = None, on_damage: str = "fail",
+                         max_expansion_ratio: float = MAX_EXPANSION_RATIO,
+                         ) -> Iterator[SourceBatch]:
     """Stream a Parquet file (or the run of its row groups that ``shard`` names) in batches of
     about ``batch_bytes``; positions count rows from the file's start (an empty file: one empty
-    batch, which tells the writers its columns)."""
+    batch, which tells the writers its columns). A bad file or row group fails as the module
+    docstring says; ``on_damage="raise"`` raises instead (files the run wrote itself)."""
     url, groups = _split_row_groups(shard.path)
+    if groups is None and is_empty_file(shard):
+        if on_damage == "raise":
+            raise OSError(f"{url}: empty file (0 bytes)")
+        yield file_failure(shard, stage, "empty file (0 bytes)", "empty_file")
+        return
     with open_binary(url) as raw:
-        file = pq.ParquetFile(raw)
+        try:
+            file = pq.ParquetFile(raw)
+        except _DAMAGE as err:
+            if on_damage == "raise":
+                raise
+            yield file_failure(shard, stage, f"not a readable Parquet file ({err})",
+                               "unreadable_file")
+            return
         meta = file.metadata
         if meta.num_rows == 0:
             empty = file.schema_arrow.empty_table()
             yield columns.normalise(empty.select(selected) if selected else empty,
                                     np.arange(0), stage, shard)
             return
-        rows_per_batch = max(1, batch_bytes // _bytes_per_row(meta))
-        start = sum(meta.row_group(i).num_rows for i in range(groups.start)) if groups else 0
-        for record_batch in file.iter_batches(batch_size=rows_per_batch, columns=selected,
-                                              row_groups=groups):
-            table = pa.Table.from_batches([record_batch])
-            positions = np.arange(start, start + table.num_rows)
-            start += table.num_rows
-            yield columns.normalise(table, positions, stage, shard)
+        yield from _RowGroups(file, shard, stage, columns, selected, batch_bytes,
+                              max_expansion_ratio, on_damage == "raise").read(groups)
+
+
+class _RowGroups:
+    """The batches of a file's row groups: runs of consecutive row groups, decoded
+    ``READ_BATCH_ROWS`` at a time; a row group whose footer says it expands too much fails
+    alone, and so do the rows from where the data is damaged or the run expands too much."""
+
+    def __init__(self, file: pq.ParquetFile, shard: Shard, stage: str, columns: ColumnMap,
+                 selected: list[str] | None, batch_bytes: int, max_ratio: float,
+                 strict: bool) -> None:
+        self.file, self.shard, self.stage, self.columns = file, shard, stage, columns
+        self.selected, self.batch_bytes, self.max_ratio = selected, batch_bytes, max_ratio
+        self.strict = strict  # raise, as before, instead of failing
+        meta = file.metadata
+        groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+        self.first_row = np.cumsum([0] + [g.num_rows for g in groups])
+        self.stored_before = np.cumsum([0] + [_stored_bytes(g) for g in groups])
+
+    def read(self, groups: range | None) -> Iterator[SourceBatch]:
+        run: list[int] = []
+        for group in groups if groups is not None else range(self.file.num_row_groups):
+            meta = self.file.metadata.row_group(group)
+            if self.strict or self._within(meta.total_byte_size, _stored_bytes(meta)):
+                run.append(group)
+                continue
+            yield from self._run(run)
+            run = []
+            yield self._failure(group, f"row group {group} decodes to {meta.total_byte_size} "
+                                f"bytes from {_stored_bytes(meta)} stored, more than "
+                                f"max_expansion_ratio={self.max_ratio:g} times; not read",
+                                "over_limit")
+        yield from self._run(run)
+
+    def _within(self, decoded: int, stored: int) -> bool:
+        return decoded <= streams.RATIO_GRACE_BYTES + self.max_ratio * stored
+
+    def _run(self, run: list[int], resume_at: int | None = None) -> Iterator[SourceBatch]:
+        """The batches of consecutive row groups ``run`` (from row ``resume_at`` of the file);
+        where some are damaged or expand too much, each row group from there is read alone, so
+        that only the rows from the trouble to the end of its row group are lost."""
+        if not run:
+            return
+        position = int(self.first_row[run[0]])
+        resume_at = position if resume_at is None else resume_at
+        pending: list[pa.RecordBatch] = []
+        pending_bytes = decoded = 0
+        why = reason = None
+        batches = self.file.iter_batches(batch_size=READ_BATCH_ROWS, columns=self.selected,
+                                         row_groups=run)
+        while True:
+            try:
+                batch = next(batches, None)
+            except _DAMAGE as err:
+                if self.strict:
+                    raise
+                why, reason = f"damaged Parquet data ({err})", "damaged"
+                break
+            if batch is None:
+                break
+            decoded += decoded_bytes(batch)
+            reached = self._group_of(position + batch.num_rows - 1)  # stored bytes read so far
+            stored = int(self.stored_before[reached + 1] - self.stored_before[run[0]])
+            if not (self.strict or self._within(decoded, stored)):
+                why = (f"rows decode to more than {decoded} bytes from {stored} stored, more "
+                       f"than max_expansion_ratio={self.max_ratio:g} times")
+                reason = "over_limit"
+                break
+            if position + batch.num_rows <= resume_at:  # read before the trouble
+                position += batch.num_rows
+                continue
+            batch = batch.slice(max(0, resume_at - position))
+            position = max(position, resume_at)
+            pending.append(batch)
+            pending_bytes += batch.nbytes
+            position += batch.num_rows
+            if pending_bytes >= self.batch_bytes:
+                yield self._batch(pending, position)
+                pending, pending_bytes = [], 0
+        if pending:
+            yield self._batch(pending, position)
+        if why is None:
+            return
+        if len(run) > 1:  # each row group from the trouble on, alone
+            first = self._group_of(position)
+            for group in run[run.index(first):] if first in run else []:
+                yield from self._run([group], position if group == first else None)
+            return
+        lost, last = max(position, resume_at), int(self.first_row[run[0] + 1]) - 1
+        yield self._failure(None, f"rows {lost}-{last}: {why}; not read", reason, lost)
+
+    def _group_of(self, row: int) -> int:
+        return int(np.searchsorted(self.first_row, row, side="right")) - 1
+
+    def _batch(self, batches: list[pa.RecordBatch], end: int) -> SourceBatch:
+        """``batches`` as one batch, their rows ending before row ``end`` of the file."""
+        table = pa.Table.from_batches(batches)
+        return self.columns.normalise(table, np.arange(end - table.num_rows, end), self.stage,
+                                      self.shard, check_utf8=True)
+
+    def _failure(self, group: int | None, error: str, reason: str | None,
+                 row: int | None = None) -> SourceBatch:
+        """One failure for the rows lost, at the first of them."""
+        line = int(self.first_row[group]) if row is None else row
+        return SourceBatch(pa.table({}), [Failure(stage=self.stage, error=error,
+                                                  file=self.shard.label or self.shard.path,
+                                                  line=line, reason=reason)])
 
 
 def read_part(path: str | Path, columns: list[str] | None = None) -> pa.Table:
@@ -89,11 +233,6 @@ def read_part(path: str | Path, columns: list[str] | None = None) -> pa.Table:
     per-thread heaps), which a task's ``memory_returned`` cannot give back; on a 16-core node
     that made the peak grow with the number of tasks."""
     return pq.read_table(path, columns=columns, use_threads=False)
-
-
-def _bytes_per_row(meta: pq.FileMetaData) -> int:
-    total = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    return max(1, total // max(1, meta.num_rows))
 
 
 class ParquetPartWriter:

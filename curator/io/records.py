@@ -64,19 +64,24 @@ class ColumnMap:
     id_field: str = ID
 
     def normalise(self, table: pa.Table, positions: np.ndarray, stage: str,
-                  shard: Shard) -> SourceBatch:
+                  shard: Shard, check_utf8: bool = False) -> SourceBatch:
         """Rename to ``id``/``text`` (ids as strings, ``label:position`` where missing), order
-        the other columns by name, fail rows without text.
+        the other columns by name, fail rows without text (and, with ``check_utf8``, rows whose
+        text is not valid UTF-8: Arrow does not check Parquet strings as it reads them).
 
         ``positions`` holds each row's line (JSONL) or row number (Parquet) in its file.
         """
         if self.text_field not in table.column_names:
             error = f"no field {self.text_field!r} (fields: {', '.join(table.column_names)})"
-            return SourceBatch(pa.table({}), self._failures(error, shard, stage, positions))
+            return SourceBatch(pa.table({}), self._failures(error, shard, stage, positions,
+                                                            "no_text"))
         text = table.column(self.text_field)
+        if pa.types.is_dictionary(text.type) and pa.types.is_string(text.type.value_type):
+            text = text.cast(pa.string())  # a categorical column (pandas)
         if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
             error = f"field {self.text_field!r} is {text.type}, expected a string"
-            return SourceBatch(pa.table({}), self._failures(error, shard, stage, positions))
+            return SourceBatch(pa.table({}), self._failures(error, shard, stage, positions,
+                                                            "bad_text_type"))
         notes: Counter = Counter()
         if self.id_field in table.column_names:
             ids, notes = _id_column(table.column(self.id_field))
@@ -88,17 +93,43 @@ class ColumnMap:
                 if name not in (self.text_field, self.id_field, ID, TEXT)]
         out = pa.table({ID: ids, TEXT: text.cast(pa.string()),
                         **{name: table.column(name) for name in rest}})
-        missing = pc.is_null(out.column(TEXT))
-        if not pc.any(missing).as_py():
+        missing = pc.is_null(out.column(TEXT)).to_numpy(zero_copy_only=False)
+        invalid = _invalid_utf8(out.column(TEXT)) if check_utf8 else None
+        if not missing.any() and invalid is None:
             return SourceBatch(out, [], notes)
-        missing_np = missing.to_numpy(zero_copy_only=False)
         failures = self._failures(f"field {self.text_field!r} is null", shard, stage,
-                                  positions[missing_np])
-        return SourceBatch(out.filter(pc.invert(missing)), failures, notes)
+                                  positions[missing], "null_text")
+        bad = missing
+        if invalid is not None:
+            failures += self._failures(f"field {self.text_field!r} is not valid UTF-8", shard,
+                                       stage, positions[invalid], "bad_utf8")
+            bad = missing | invalid
+        return SourceBatch(out.filter(pa.array(~bad)), failures, notes)
 
     @staticmethod
-    def _failures(error: str, shard: Shard, stage: str, positions: np.ndarray) -> list[Failure]:
-        return [Failure(stage=stage, error=error, file=shard.label, line=int(p)) for p in positions]
+    def _failures(error: str, shard: Shard, stage: str, positions: np.ndarray,
+                  reason: str) -> list[Failure]:
+        return [Failure(stage=stage, error=error, file=shard.label, line=int(p), reason=reason)
+                for p in positions]
+
+
+def _invalid_utf8(text: pa.ChunkedArray) -> np.ndarray | None:
+    """Which rows of ``text`` are not valid UTF-8 (a mask); None when all are."""
+    try:
+        text.validate(full=True)
+        return None
+    except pa.ArrowInvalid:
+        pass
+    values = text.cast(pa.large_binary()).to_pylist()  # rare: a damaged or hostile file
+    return np.array([v is not None and not _decodes(v) for v in values], dtype=bool)
+
+
+def _decodes(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def table_from_rows(rows: list[dict], columns: ColumnMap) -> tuple[pa.Table, Counter]:

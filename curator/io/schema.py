@@ -64,7 +64,8 @@ def unified_schema(schemas: Iterable[pa.Schema]) -> pa.Schema:
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` cast to ``schema`` (a ``unified_schema`` of it and others): columns it lacks
     become nulls, column order follows ``schema``."""
-    columns = [cast_column(table.column(f.name), f.type) if f.name in table.column_names
+    index = {name: i for i, name in enumerate(table.column_names)}  # once: wide tables
+    columns = [cast_column(table.column(index[f.name]), f.type) if f.name in index
                else pa.nulls(table.num_rows, f.type) for f in schema]
     return pa.Table.from_arrays(columns, schema=schema)
 

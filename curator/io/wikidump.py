@@ -6,6 +6,11 @@ A multistream dump is a series of bz2 streams: the first holds ``<mediawiki>`` a
 ``</mediawiki>``. Its index (``offset:page id:title`` lines) gives the stream offsets, so a
 dump splits into shards of whole streams that each parse as a document: first stream +
 the shard's streams + a closing tag.
+
+The parser keeps only the fields it reads, each cut at a limit (a page's text at
+``max_text_chars``; what is past it is counted, :attr:`Page.text_chars`, not kept), so that a
+page of any size, a bz2 bomb included, costs bounded memory; bytes that end no XML token within
+``MAX_TOKEN_BYTES`` (a gigantic tag or comment expat would buffer whole) are a damaged dump.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from curator.io.streams import DamagedInput, bz2_chunks
 
 READ_SIZE = 1 << 20
 CLOSING = b"</mediawiki>"
+MAX_TEXT_CHARS = 4 << 20  # a page's wikitext kept up to this many characters
+MAX_FIELD_CHARS = 1 << 12  # every other field
+MAX_TOKEN_BYTES = 16 << 20
 
 
 class DumpError(ValueError):
@@ -53,6 +61,7 @@ class Page:
     timestamp: str
     text: str
     offset: int  # byte offset of the stream (or file start) it came from
+    text_chars: int = 0  # the text's length in the dump (more than len(text) when cut)
 
 
 def stream_offsets(index_url: str) -> list[int]:
@@ -89,7 +98,8 @@ def _bz2_streams(raw, start: int, end: int) -> Iterator[bytes]:
 
 def _whole_file(url: str) -> Iterator[bytes]:
     with fsspec.open(url, "rb", compression="infer") as handle:
-        while block := handle.read(READ_SIZE):
+        read = getattr(handle, "read1", handle.read)  # (read() loses the data before a cut)
+        while block := read(READ_SIZE):
             yield block
 
 
@@ -102,32 +112,106 @@ def _stream_range(url: str, start: int, end: int, header_end: int) -> Iterator[b
     yield CLOSING
 
 
-def iter_pages(url: str, byte_range: tuple[int, int, int] | None = None
-               ) -> Iterator[SiteInfo | Page]:
+#: The fields kept, by their element path (local names) below <mediawiki>.
+_FIELDS = {("siteinfo", "dbname"): "dbname", ("siteinfo", "base"): "base",
+           ("siteinfo", "namespaces", "namespace"): "namespace", ("page", "title"): "title",
+           ("page", "ns"): "ns", ("page", "id"): "id", ("page", "revision", "timestamp"):
+           "timestamp", ("page", "revision", "text"): "text"}
+
+
+class _Target:
+    """An ElementTree parser target that turns a dump's events into :class:`SiteInfo` and
+    :class:`Page` items, keeping each field up to its limit."""
+
+    def __init__(self, offset: int, max_text_chars: int) -> None:
+        self.offset, self.max_text = offset, max_text_chars
+        self.path: list[str] = []
+        self.items: list[SiteInfo | Page] = []
+        self.fields: dict[str, str] = {}
+        self.site = SiteInfo()
+        self.redirect = False
+        self.field: str | None = None
+        self.parts: list[str] = []
+        self.chars = 0
+        self.events = 0
+        self.key = 0
+
+    def start(self, tag: str, attrib: dict[str, str]) -> None:
+        self.events += 1
+        self.path.append(_local(tag))
+        where = tuple(self.path[1:])
+        if where == ("page",):
+            self.fields, self.redirect = {}, False
+        elif where == ("page", "redirect"):
+            self.redirect = True
+        elif where == ("siteinfo", "namespaces", "namespace"):
+            self.key = int(attrib.get("key", "0") or 0)
+        self.field = _FIELDS.get(where)
+        if self.field == "id" and "id" in self.fields:
+            self.field = None  # a page's first <id> is its own
+        self.parts, self.chars = [], 0
+
+    def data(self, text: str) -> None:
+        self.events += 1
+        if self.field is None:
+            return
+        limit = self.max_text if self.field == "text" else MAX_FIELD_CHARS
+        if self.chars < limit:
+            self.parts.append(text[:limit - self.chars])
+        self.chars += len(text)
+
+    def end(self, tag: str) -> None:
+        self.events += 1
+        where = tuple(self.path[1:])
+        self.path.pop()
+        if self.field is not None:
+            value = "".join(self.parts)
+            if self.field == "namespace":
+                self.site.namespaces[self.key] = value
+            elif where[0] == "siteinfo":
+                setattr(self.site, self.field, value)
+            else:
+                self.fields[self.field] = value
+                if self.field == "text":
+                    self.fields["text_chars"] = self.chars
+            self.field = None
+        if where == ("siteinfo",):
+            self.items.append(self.site)
+        elif where == ("page",):
+            f = self.fields
+            self.items.append(Page(page_id=f.get("id", ""), title=f.get("title", ""),
+                                   namespace=int(f.get("ns") or 0), redirect=self.redirect,
+                                   timestamp=f.get("timestamp", ""), text=f.get("text", ""),
+                                   offset=self.offset, text_chars=int(f.get("text_chars", 0))))
+
+    def close(self) -> None:
+        return None
+
+
+def iter_pages(url: str, byte_range: tuple[int, int, int] | None = None,
+               max_text_chars: int = MAX_TEXT_CHARS) -> Iterator[SiteInfo | Page]:
     """The dump's :class:`SiteInfo`, then its pages in order. ``byte_range`` =
     (start, end, end of the first stream) reads only those streams of a multistream dump."""
     chunks = _whole_file(url) if byte_range is None else _stream_range(url, *byte_range)
-    offset = 0 if byte_range is None else byte_range[0]
-    parser = ElementTree.XMLPullParser(events=("start", "end"))
-    root = None
-    site = SiteInfo()
+    target = _Target(0 if byte_range is None else byte_range[0], max_text_chars)
+    parser = ElementTree.XMLParser(target=target)
+    quiet, seen = 0, 0  # bytes fed since the last event
     try:
         for chunk in chunks:
-            parser.feed(chunk)
-            for event, elem in parser.read_events():
-                if root is None and event == "start":
-                    root = elem
-                if event != "end":
-                    continue
-                tag = _local(elem.tag)
-                if tag == "siteinfo":
-                    site = _site_info(elem)
-                    yield site
-                    root.clear()
-                elif tag == "page":
-                    yield _page(elem, offset)
-                    root.clear()
+            for piece in range(0, len(chunk), READ_SIZE):
+                part = chunk[piece:piece + READ_SIZE]
+                try:
+                    parser.feed(part)
+                finally:  # the pages that ended before an error are good
+                    yield from target.items
+                    target.items.clear()
+                quiet = 0 if target.events != seen else quiet + len(part)
+                seen = target.events
+                if quiet > MAX_TOKEN_BYTES:
+                    raise DumpError(f"{quiet} bytes without an XML element or text ending: "
+                                    "not a MediaWiki dump there")
         parser.close()
+        yield from target.items
     except ElementTree.ParseError as err:
         raise DumpError(f"XML error: {err}") from None
     except (EOFError, OSError) as err:
@@ -136,32 +220,3 @@ def iter_pages(url: str, byte_range: tuple[int, int, int] | None = None
 
 def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
-
-
-def _child(elem: ElementTree.Element, name: str) -> ElementTree.Element | None:
-    for child in elem:
-        if _local(child.tag) == name:
-            return child
-    return None
-
-
-def _text(elem: ElementTree.Element | None, name: str) -> str:
-    child = None if elem is None else _child(elem, name)
-    return (child.text or "") if child is not None else ""
-
-
-def _site_info(elem: ElementTree.Element) -> SiteInfo:
-    namespaces = {}
-    spaces = _child(elem, "namespaces")
-    for ns in [] if spaces is None else spaces:
-        namespaces[int(ns.get("key", "0"))] = ns.text or ""
-    return SiteInfo(_text(elem, "dbname"), _text(elem, "base"), namespaces)
-
-
-def _page(elem: ElementTree.Element, offset: int) -> Page:
-    revision = _child(elem, "revision")
-    return Page(page_id=_text(elem, "id"), title=_text(elem, "title"),
-                namespace=int(_text(elem, "ns") or 0),
-                redirect=_child(elem, "redirect") is not None,
-                timestamp=_text(revision, "timestamp"), text=_text(revision, "text"),
-                offset=offset)

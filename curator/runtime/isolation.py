@@ -2,7 +2,8 @@
 
 * A document over the stage's ``max_document_bytes`` fails (reason ``too_large``) before it.
 * A stage with ``timeout_s``, and every stage of a shard re-run after its worker died, runs in
-  a sandbox process one document at a time (``curator.runtime.sandbox``).
+  a sandbox process, each document guarded on its own (``curator.runtime.sandbox``); one child
+  per worker thread serves all such stages of the segment.
 * Otherwise the stage gets the whole batch, as fast as it can go. If it raises, single documents
   sampled from the batch tell a broken stage (stopped by the failure budget after a few calls)
   from a few poison documents, which bisection then finds.
@@ -15,7 +16,7 @@ import pyarrow.compute as pc
 
 from curator.batch import ID, TEXT, BatchResult, Failure, join_results
 from curator.runtime.budget import FailureBudget
-from curator.runtime.sandbox import sandbox_for
+from curator.runtime.sandbox import run_sandboxed
 from curator.stages.base import BatchStage, Sink
 
 PROBES = 32  # single documents sampled from a batch the stage failed on as a whole
@@ -39,8 +40,7 @@ def apply_stage(stage: BatchStage, batch: pa.Table, name: str, budget: FailureBu
             budget.check_sample(budget.failed + len(too_large) + failed,
                                 budget.seen + len(too_large) + done, "the first {n} documents")
 
-        with sandbox_for(stage, name) as box:
-            result = box.run(batch, progress)
+        result = run_sandboxed(stage, name, batch, progress)
     else:
         result = _guarded(stage, batch, name, budget)
     if too_large:

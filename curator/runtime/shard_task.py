@@ -120,7 +120,8 @@ def _batches(task: ShardTask, source: Source | None):
     if source is not None:
         yield from source.read_in_run(task.shard, task.batch_bytes, Path(task.run_dir))
     else:
-        yield from read_parquet_batches(task.shard, task.batch_bytes, "input", ColumnMap())
+        yield from read_parquet_batches(task.shard, task.batch_bytes, "input", ColumnMap(),
+                                        on_damage="raise")  # the run's own file: never a record
 
 
 def with_source(table: pa.Table, source: str) -> pa.Table:

@@ -2,7 +2,11 @@
 the expensive extractor runs. The text the model reads comes from resiliparse's fast
 ``extract_plain_text`` (main content only), a few milliseconds a page against tens for
 trafilatura; only confident verdicts remove a page, and the ``langid`` stage after extraction
-makes the real decision. See docs/web-extraction.md for how the default threshold was chosen."""
+makes the real decision. See docs/web-extraction.md for how the default threshold was chosen.
+
+resiliparse's pass is quadratic in the nesting depth of a page (100k nested ``<div>`` take
+minutes): by default each page runs under ``timeout_s`` in the segment's sandbox process and
+pages over ``max_document_bytes`` fail before it, as in ``extract_html``."""
 
 from __future__ import annotations
 
@@ -14,9 +18,11 @@ from pydantic import Field, field_validator
 
 from curator.batch import TEXT
 from curator.counts import ScoreBins
+from curator.runtime.sandbox import each_document
 from curator.stages.base import Filter
 from curator.stages.langid import (
     LangId,
+    check_languages,
     checked_model,
     model_requirements,
     normalised_languages,
@@ -35,6 +41,7 @@ class LangIdHtml(Filter):
     type = "langid_html"
     requires: ClassVar[dict[str, str]] = {"fasttext": "langid", "resiliparse": "extract"}
     score_bins: ClassVar[dict[str, ScoreBins]] = {HTML_LANG_SCORE: ScoreBins(0.0, 1.0, 20)}
+    marks_documents: ClassVar[bool] = True  # resiliparse sees each page inside each_document
 
     languages: list[str] = Field(..., min_length=1, description="The languages the pipeline "
                                  "keeps (ISO 639-1, as for langid).")
@@ -44,6 +51,13 @@ class LangIdHtml(Filter):
     window_chars: int = Field(2000, gt=0, description="Characters per window, as for langid.")
     windows: int = Field(1, ge=1, description="Windows per long page, as for langid (one, the "
                          "page's start, is enough for a pre-filter).")
+    timeout_s: float | None = Field(60.0, gt=0, description="Seconds one page may take (it "
+                                    "runs in the segment's sandbox process); a page still "
+                                    "running then fails with reason 'timeout'. null: no limit, "
+                                    "no sandbox.")
+    max_document_bytes: int | None = Field(4 << 20, gt=0, description="A page whose HTML has "
+                                           "more bytes fails with reason 'too_large' before "
+                                           "the stage sees it.")
 
     _langid: Any = None
     _extract: Any = None
@@ -53,6 +67,10 @@ class LangIdHtml(Filter):
 
     def requirements(self) -> dict[str, str]:
         return model_requirements(self.requires, self.model)
+
+    def check(self) -> None:
+        super().check()
+        check_languages(self.model, {"languages": self.languages})
 
     def setup(self) -> None:
         from resiliparse.extract.html2text import extract_plain_text
@@ -71,7 +89,7 @@ class LangIdHtml(Filter):
     def scores(self, batch: pa.Table) -> dict[str, pa.Array]:
         if self._langid is None:
             self.setup()
-        texts = [self.main_text(page) for page in batch.column(TEXT).to_pylist()]
+        texts = [self.main_text(page) for page in each_document(batch.column(TEXT).to_pylist())]
         langs, scores = self._langid.predict(texts)
         return {HTML_LANG: pa.array(langs, pa.string()),
                 HTML_LANG_SCORE: pa.array(scores, pa.float64())}

@@ -1,6 +1,6 @@
 """Safe unpacking of arXiv source archives: tar, tar.gz, a gzipped single .tex, nested
 archives; traversal, absolute paths and outward links refused; size, member, depth and ratio
-limits (a real decompression bomb is stopped)."""
+limits (a real decompression bomb is stopped); extracted folders under the same rules."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from curator.io.archives import ArchiveLimits, UnsafeArchive, unpack
+from curator.io.archives import ArchiveLimits, UnsafeArchive, read_folder, unpack
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus" / "arxiv_latex"
 
@@ -124,3 +124,32 @@ def test_real_arxiv_tarballs():
     assert "emnlp2020.tex" in files and "tables/main-results.tex" in files
     assert any(p.rsplit("/", 1)[-1].startswith("._") for p in files)  # the AppleDouble junk
     assert all(not p.startswith(("/", "..")) for p in files)
+
+
+# ---- issue 27, defect 6: an extracted project folder gets the archives' rules
+def test_a_folder_refuses_links_out_and_leaves_links_inside_out(tmp_path):
+    secret = tmp_path / "secret.tex"
+    secret.write_text("SECRET")
+    project = tmp_path / "project"
+    (project / "sec").mkdir(parents=True)
+    (project / "main.tex").write_text("M")
+    (project / "sec" / "alias.tex").symlink_to(project / "main.tex")  # inside: left out
+    (project / "sec" / "up").symlink_to(project)  # a folder inside: never walked into
+    assert read_folder(str(project), (".tex",)) == {"main.tex": b"M"}
+    for name, target in [("x.tex", secret), ("fig.pdf", secret), ("outside", tmp_path),
+                         ("rel.tex", Path("../../secret.tex"))]:
+        link = project / "sec" / name
+        link.symlink_to(target)
+        with pytest.raises(UnsafeArchive, match=f"unsafe_archive: link sec/{name} -> .* points "
+                                                "outside the folder"):
+            read_folder(str(project), (".tex",))
+        link.unlink()
+
+
+def test_a_folder_keeps_the_member_and_size_limits(tmp_path):
+    for i in range(30):
+        (tmp_path / f"f{i}.tex").write_text("x" * 100)
+    with pytest.raises(UnsafeArchive, match="more than 20 members"):
+        read_folder(str(tmp_path), (".tex",), ArchiveLimits(max_members=20))
+    with pytest.raises(UnsafeArchive, match="unpacks to more than 1000"):
+        read_folder(str(tmp_path), (".tex",), ArchiveLimits(max_total_bytes=1000))

@@ -6,11 +6,12 @@ from __future__ import annotations
 import gzip
 import json
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from curator import Pipeline, ReadJsonl, WriteParquet
+from curator import Pipeline, ReadJsonl, ReadParquet, WriteParquet
 from curator.runtime.shard_task import CurationError
 from tests.conftest import assert_accounting, sample_documents
 
@@ -115,3 +116,73 @@ def test_a_line_over_max_line_bytes_fails_alone(tmp_path):
     assert [(f.line, "max_line_bytes" in f.error) for f in failed] == [(1, True)]
     assert [i for b in batches if b.table.num_rows
             for i in b.table.column("id").to_pylist()] == ["long.jsonl:2"]
+
+
+# Issue 27, defect 7: wrong-type text names its type and position; a bad file of any reader
+# fails alone, named and counted, and the other files go on.
+@pytest.mark.parametrize("value,named", [("42", "a number"), ('["a"]', "an array"),
+                                         ('{"a": 1}', "an object"), ("true", "a boolean")])
+@pytest.mark.parametrize("block", [4, 1 << 20])  # a block alone, or among good lines
+def test_text_of_the_wrong_type_fails_with_its_type_line_and_offset(tmp_path, value, named,
+                                                                    block):
+    path = tmp_path / "t.jsonl"
+    path.write_text(f'{{"text": "good"}}\n{{"id": "bad", "text": {value}}}\n{{"text": "ok"}}\n')
+    reader = ReadJsonl(path=str(path))
+    batches = list(reader.read(reader.shards()[0], block))
+    [failure] = [f for b in batches for f in b.failed]
+    assert (failure.reason, failure.line, failure.offset) == ("bad_text_type", 2, 17)
+    assert failure.error == f"field 'text' is {named}, expected a string"
+    assert [t for b in batches if b.table.num_rows
+            for t in b.table.column("text").to_pylist()] == ["good", "ok"]
+
+
+def _run_folder(folder, reader, tmp_path) -> tuple[dict, list[dict], list[str]]:
+    run_dir = tmp_path / "run"
+    Pipeline([reader, WriteParquet()], name="bad-files").run(output=run_dir, executor="local",
+                                                            progress=False)
+    stats = assert_accounting(run_dir)
+    errors = [json.loads(line) for p in sorted((run_dir / "errors").rglob("*.jsonl"))
+              for line in p.read_text().splitlines()]
+    kept = pq.read_table(run_dir / "write_parquet").column("id").to_pylist()
+    return stats, errors, kept
+
+
+def test_a_0_byte_jsonl_file_fails_alone_named_and_counted(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(b"\n".join(_lines(3)) + b"\n")
+    (folder / "b_empty.jsonl").write_bytes(b"")
+    (folder / "c_empty.jsonl.gz").write_bytes(b"")
+    stats, errors, kept = _run_folder(folder, ReadJsonl(path=f"{folder}/*"), tmp_path)
+    assert sorted((e["file"], e["reason"], e["offset"]) for e in errors) == [
+        ("b_empty.jsonl", "empty_file", 0), ("c_empty.jsonl.gz", "empty_file", 0)]
+    assert stats["stages"][0]["failed"] == 2 and sorted(kept) == ["doc-0", "doc-1", "doc-2"]
+
+
+def test_a_0_byte_or_corrupt_parquet_file_fails_alone_and_the_others_go_on(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": ["p-0", "p-1"], "text": ["one", "two"]}), folder / "a.parquet")
+    (folder / "b_empty.parquet").write_bytes(b"")
+    whole = (folder / "a.parquet").read_bytes()
+    (folder / "c_footer.parquet").write_bytes(whole[:-10])  # the footer cut
+    (folder / "d_text.parquet").write_bytes(b"not parquet at all")
+    stats, errors, kept = _run_folder(folder, ReadParquet(path=f"{folder}/*.parquet"), tmp_path)
+    assert sorted((e["file"], e["reason"]) for e in errors) == [
+        ("b_empty.parquet", "empty_file"), ("c_footer.parquet", "unreadable_file"),
+        ("d_text.parquet", "unreadable_file")]
+    assert all("not a readable Parquet file" in e["error"] or "0 bytes" in e["error"]
+               for e in errors)
+    assert stats["stages"][0]["failed"] == 3 and sorted(kept) == ["p-0", "p-1"]
+
+
+def test_parquet_text_of_the_wrong_type_names_its_type_and_row(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(pa.table({"text": [1, 2]}), folder / "ints.parquet")
+    pq.write_table(pa.table({"text": ["fine"]}), folder / "strings.parquet")
+    _, errors, kept = _run_folder(folder, ReadParquet(path=f"{folder}/*.parquet"), tmp_path)
+    assert [(e["file"], e["line"], e["reason"], e["error"]) for e in errors] == [
+        ("ints.parquet", row, "bad_text_type", "field 'text' is int64, expected a string")
+        for row in (0, 1)]
+    assert kept == ["strings.parquet:0"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import gzip
 
 import pytest
@@ -96,3 +97,54 @@ def test_legacy_japanese_pages_in_a_warc_without_a_charset_label(tmp_path):
     expected = [payload.decode(browser_codec(label), "replace") for label, payload in feeds]
     right = sum(row["text"] == want for row, want in zip(rows, expected, strict=True))
     assert right / len(feeds) >= 0.95, f"{right} of {len(feeds)}"
+
+
+# Issue 27, defect 1: a label is evidence, never an instruction. Labels that name a bytes
+# transform (rot13, base64, zlib), a text codec that is no charset (undefined, escapes, IDNA,
+# UTF-7), or hold NUL / non-ASCII / too many characters fall back to detection.
+NOT_CHARSETS = ["rot13", "base64", "zlib", "hex", "bz2", "quopri", "uu", "undefined",
+                "unicode_escape", "raw_unicode_escape", "idna", "punycode", "utf-7", "charmap",
+                "utf-8\x00", "uni\x00code", "x" * 500, "\u00fctf-8", "\ud800"]
+ASCII_PAGE = _html("", "plain words: +2D8- \\ud800 x\\x00 end") * 3
+
+
+@pytest.mark.parametrize("label", NOT_CHARSETS)
+def test_a_header_label_that_is_no_charset_falls_back_to_detection(label):
+    decoded = decode_html(ASCII_PAGE.encode(), label)
+    assert decoded.unknown_label and decoded.source == "detected"
+    assert decoded.text == ASCII_PAGE and browser_codec(label) is None
+
+
+@pytest.mark.parametrize("label", [x for x in NOT_CHARSETS if (x.isascii() and x.isalnum())
+                                   or x in ("utf-7", "unicode_escape")])
+def test_a_meta_label_that_is_no_charset_falls_back_to_detection(label):
+    page = _html(f'<meta charset="{label}">', "plain words: +2D8- \\ud800 end")
+    decoded = decode_html(page.encode())
+    assert decoded.unknown_label and decoded.source == "detected" and decoded.text == page
+
+
+@pytest.mark.parametrize("label", ["utf-16", "utf-32", "utf-16-be"])
+def test_a_codec_that_fails_on_the_page_hands_it_on(label):
+    payload = ASCII_PAGE.encode() + b"x"  # odd length: no UTF-16 or UTF-32 page
+    decoded = decode_html(payload, label)
+    assert decoded.unknown_label and decoded.source == "detected"
+    assert decoded.text == ASCII_PAGE + "x"
+
+
+def test_a_utf16_bom_on_a_broken_page_hands_it_on():
+    decoded = decode_html(codecs.BOM_UTF16_LE + b"<p>odd</p>!", None)  # odd: no UTF-16
+    assert decoded.source == "detected" and "odd" in decoded.text
+
+
+def test_hostile_charset_labels_in_a_warc_are_kept_and_counted(tmp_path):
+    pages = [(f"http://h/{i}", _html("", f"page {i}").encode(), f"text/html; charset={label}")
+             for i, label in enumerate(["rot13", "base64", "zlib", "undefined", "utf-7",
+                                        "unicode_escape", "utf-8\x00"])]
+    pages.append(("http://m/", _html('<meta charset="base64">', "meta").encode(), "text/html"))
+    write_warc(tmp_path / "labels.warc.gz", pages)
+    batches = list(read_warc_batches(Shard(0, str(tmp_path / "labels.warc.gz"), label="l"),
+                                     1 << 20, "read_warc"))
+    rows = [row for b in batches for row in b.table.to_pylist()]
+    assert [r["url"] for r in rows] == [url for url, _, _ in pages]
+    assert not [f for b in batches for f in b.failed]
+    assert sum(b.notes["charset_unknown"] for b in batches) == len(pages)

@@ -5,13 +5,12 @@ are those of the file read whole, and a rerun skips every run."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from curator import Pipeline, ReadParquet, WriteParquet
-from curator.io.files import InputError
 from tests.conftest import assert_accounting, sample_documents
 
 ROWS_PER_GROUP = 10
@@ -70,5 +69,12 @@ def test_row_group_runs_read_as_the_whole_file(tmp_path):
 def test_a_file_that_is_not_parquet_is_named_when_the_shards_are_listed(tmp_path):
     pq.write_table(pa.table({"text": ["a document"]}), tmp_path / "good.parquet")
     (tmp_path / "broken.parquet").write_bytes(b"not a parquet file")
-    with pytest.raises(InputError, match=r"^broken\.parquet: not a readable Parquet file"):
-        ReadParquet(path=str(tmp_path / "*.parquet")).shards()
+    shards = ReadParquet(path=str(tmp_path / "*.parquet")).shards()
+    assert sorted(Path(s.path).name for s in shards) == ["broken.parquet", "good.parquet"]
+    run = tmp_path / "run"
+    Pipeline([ReadParquet(path=str(tmp_path / "*.parquet")), WriteParquet()],
+             output=str(run), max_failed_fraction=1.0).run(executor="local", progress=False)
+    [error] = [json.loads(line) for f in (run / "errors").rglob("*.jsonl")
+               for line in f.read_text().splitlines()]
+    assert error["reason"] == "unreadable_file" and "broken.parquet" in error["file"]
+    assert pq.read_table(run / "write_parquet").column("text").to_pylist() == ["a document"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import random
 import re
 import zlib
 from collections import Counter
@@ -15,17 +16,18 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from curator.batch import Shard
-from curator.io.warc import read_warc_batches
-from tests.warc_builder import CORPUS, response_record, write_warc
+from curator.io.warc import WarcLimits, read_warc_batches
+from tests.warc_builder import CORPUS, write_warc
 
 WARCS = CORPUS / "warc"
 needs_corpus = pytest.mark.skipif(not WARCS.exists(), reason="shared corpus not staged")
 
 
-def read(path: Path, batch_bytes: int = 1 << 20):
+def read(path: Path, batch_bytes: int = 1 << 20, limits: WarcLimits | None = None):
     """Rows, failures and notes of one WARC file."""
     rows, failed, notes = [], [], Counter()
-    for batch in read_warc_batches(Shard(0, str(path), label=path.name), batch_bytes, "read_warc"):
+    for batch in read_warc_batches(Shard(0, str(path), label=path.name), batch_bytes, "read_warc",
+                                   limits):
         rows += batch.table.to_pylist()
         failed += batch.failed
         notes.update(batch.notes)
@@ -85,10 +87,12 @@ def test_a_clipped_gzip_record_fails_with_its_reason_and_position():
 
 
 @needs_corpus
-def test_a_truncated_record_fails_and_reading_goes_on():
+def test_a_record_longer_than_its_content_length_fails_once_and_reading_goes_on():
+    """warcio's 'trunc' example: the response's block has 2 bytes more than its Content-Length
+    says. It used to be kept and failed as well (two outcomes for one record)."""
     rows, failed, notes = read(WARCS / "edge_cases/warcio-example-trunc.warc")
-    assert len(rows) == 1 and rows[0]["url"] == "http://example.com/"
-    assert [f.reason for f in failed] == ["bad_record"]
+    assert rows == []
+    assert [(f.reason, f.offset) for f in failed] == [("bad_record", 1197)]
     assert notes["skipped_request"] == 1  # the record after the damage is read
 
 
@@ -151,28 +155,45 @@ def test_pages_past_the_batch_buffer_keep_their_text_and_order(tmp_path):
         assert [r["url"] for r in rows] == [f"http://a/{i}" for i in range(len(pages))]
 
 
+def _members(data: bytes) -> list[bytes]:
+    """The gzip members of ``data``, each still compressed."""
+    members = []
+    while data:
+        inflate = zlib.decompressobj(31)
+        inflate.decompress(data)
+        members.append(data[:len(data) - len(inflate.unused_data)])
+        data = inflate.unused_data
+    return members
+
+
+def _wrong_length(record: bytes, delta: int) -> bytes:
+    true = int(re.search(rb"Content-Length: (\d+)", record).group(1))
+    return record.replace(b"Content-Length: %d" % true, b"Content-Length: %d" % (true + delta), 1)
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
 @pytest.mark.parametrize("delta", [-40, 40])
-def test_a_wrong_content_length_costs_only_the_damaged_records(tmp_path, delta):
-    path = tmp_path / "wrong.warc"
-    with open(path, "wb") as f:
-        writer = WARCWriter(f, gzip=False)
-        for i in range(3):
-            writer.write_record(response_record(writer, f"http://a/{i}",
-                                                _page(f"page {i} " * 30)))
+@pytest.mark.parametrize("batch_bytes", [1, 1 << 20])
+def test_a_wrong_content_length_is_never_kept_and_counted_once(tmp_path, delta, gz, batch_bytes):
+    """Issue 27, defect 4: a too-short length kept the page cut (881 of 1153 characters) and
+    failed it too (7 documents for 6 records). Now: not kept, one failure at its offset, and
+    every other record read (also where the record before ends a batch)."""
+    path = tmp_path / ("wrong.warc.gz" if gz else "wrong.warc")
+    ids = write_warc(path, [(f"http://a/{i}", _page(f"page {i} " * 30), "text/html")
+                            for i in range(4)], gzip=gz)
     raw = path.read_bytes()
-    # warcio writes the true length: put a wrong one in the second record's header
-    starts = [m.start() for m in re.finditer(rb"WARC/1\.", raw)]
-    header_end = raw.index(b"\r\n\r\n", starts[1])
-    header = raw[starts[1]:header_end]
-    true = int(re.search(rb"Content-Length: (\d+)", header).group(1))
-    header = header.replace(f"Content-Length: {true}".encode(),
-                            f"Content-Length: {true + delta}".encode())
-    path.write_bytes(raw[:starts[1]] + header + raw[header_end:])
-    rows, failed, _ = read(path)
-    urls = [r["url"] for r in rows]
-    assert "http://a/0" in urls and "http://a/2" in urls
-    assert len(rows) + len(failed) >= 3 and failed
-    assert all(f.reason in ("bad_record", "truncated_record") for f in failed)
+    if gz:
+        members = _members(raw)
+        members[1] = gzip.compress(_wrong_length(gzip.decompress(members[1]), delta))
+        starts = [sum(map(len, members[:i])) for i in range(len(members))]
+        path.write_bytes(b"".join(members))
+    else:
+        starts = [m.start() for m in re.finditer(rb"WARC/1\.", raw)]
+        path.write_bytes(raw[:starts[1]] + _wrong_length(raw[starts[1]:starts[2]], delta)
+                         + raw[starts[2]:])
+    rows, failed, _ = read(path, batch_bytes)
+    assert [r["url"] for r in rows] == ["http://a/0", "http://a/2", "http://a/3"]
+    assert [(f.reason, f.offset, f.id) for f in failed] == [("bad_record", starts[1], ids[1])]
 
 
 def test_a_gzip_member_cut_short_at_the_end(tmp_path):
@@ -289,3 +310,149 @@ def test_a_record_cut_in_its_payload_fails_with_the_block_as_read(tmp_path):
     block = data[data.index(b"\r\n\r\n", last) + 4:-len(PAGE) // 2]
     assert f"the record block has {len(block)} of its" in cut.error
     assert cut.excerpt == block[:2048].decode("utf-8", "backslashreplace")
+
+
+# ---- issue 27: bombs (defect 2) and damaged framing (defect 4), against small limits
+SMALL = WarcLimits(max_record_bytes=1 << 20, max_ratio=20.0, ratio_floor=64 << 10)
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_a_record_over_max_record_bytes_fails_unread_and_the_next_is_kept(tmp_path, gz):
+    """Defect 2: a 6.5 MB .warc.gz holding one 6 GiB record took 6 GB of memory; a block over
+    max_record_bytes is now never read or inflated, and reading resumes after it."""
+    path = tmp_path / ("big.warc.gz" if gz else "big.warc")
+    ids = write_warc(path, [("http://a/0", _page("zero"), "text/html"),
+                            ("http://a/big", b"<html>" + bytes(3 << 20), "text/html"),
+                            ("http://a/2", _page("two"), "text/html")], gzip=gz)
+    rows, failed, _ = read(path, limits=SMALL)
+    assert [r["url"] for r in rows] == ["http://a/0", "http://a/2"]
+    [big] = failed
+    assert (big.reason, big.id) == ("record_too_large", ids[1])
+    assert big.offset == [m.start() for m in re.finditer(
+        b"\x1f\x8b\x08" if gz else rb"WARC/1\.", path.read_bytes())][1]
+    assert "over max_record_bytes=1048576" in big.error
+
+
+def test_a_record_claiming_a_huge_length_costs_only_itself(tmp_path):
+    path = tmp_path / "lying.warc"
+    write_warc(path, [(f"http://a/{i}", _page(f"page {i}"), "text/html") for i in range(3)],
+               gzip=False)
+    raw = path.read_bytes()
+    second = [m.start() for m in re.finditer(rb"WARC/1\.", raw)][1]
+    path.write_bytes(raw[:second] + _wrong_length(raw[second:], 10**12))
+    rows, failed, _ = read(path, limits=SMALL)
+    assert [r["url"] for r in rows] == ["http://a/0", "http://a/2"]
+    assert [(f.reason, f.offset) for f in failed] == [("record_too_large", second)]
+
+
+def _encoded(path: Path, body: bytes, encoding: str, gz: bool = True) -> list[str]:
+    out = io.BytesIO()
+    writer = WARCWriter(out, gzip=gz)
+    ids = []
+    for url, payload, headers in [("http://a/0", _page("zero"), []),
+                                  ("http://a/bomb", body, [("Content-Encoding", encoding)]),
+                                  ("http://a/ok", gzip.compress(PAGE), [("Content-Encoding",
+                                                                         "gzip")])]:
+        http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8"),
+                                           *headers], protocol="HTTP/1.1")
+        record = writer.create_warc_record(url, "response", payload=io.BytesIO(payload),
+                                           http_headers=http)
+        ids.append(record.rec_headers.get_header("WARC-Record-ID"))
+        writer.write_record(record)
+    path.write_bytes(out.getvalue())
+    return ids
+
+
+@pytest.mark.parametrize(("encoding", "body"), [
+    ("gzip", gzip.compress(bytes(8 << 20))),
+    ("deflate", zlib.compress(bytes(8 << 20))),
+    ("gzip, gzip", gzip.compress(gzip.compress(bytes(64 << 20)))),
+])
+def test_a_content_encoding_bomb_fails_and_inflates_no_further(tmp_path, encoding, body):
+    """Defect 2: a 243 KB record whose body inflated to 6 GiB took 6 GB of memory. A body that
+    inflates more than max_ratio times (past ratio_floor) fails; a page that compresses as
+    pages do is read as before."""
+    ids = _encoded(tmp_path / "bomb.warc.gz", body, encoding)
+    for limits in (SMALL, None):  # (None: the defaults)
+        rows, failed, _ = read(tmp_path / "bomb.warc.gz", limits=limits)
+        assert [r["url"] for r in rows] == ["http://a/0", "http://a/ok"]
+        assert [(f.reason, f.id) for f in failed] == [("decompression_bomb", ids[1])]
+        assert "inflates to more than" in failed[0].error
+
+
+def test_the_first_bytes_overwritten_lose_one_record(tmp_path):
+    """Defect 4: the first 200 bytes of a 5-record .warc.gz overwritten lost all five."""
+    path = tmp_path / "head.warc.gz"
+    write_warc(path, [(f"http://a/{i}", _page(f"page {i}"), "text/html") for i in range(5)])
+    data = path.read_bytes()
+    path.write_bytes(bytes(range(200)) + data[200:])
+    rows, failed, _ = read(path)
+    assert [r["url"] for r in rows] == [f"http://a/{i}" for i in range(1, 5)]
+    assert [(f.reason, f.offset) for f in failed] == [("bad_record", 0)]
+
+
+def test_an_uncompressed_warc_named_gz_with_junk_loses_nothing(tmp_path):
+    """Defect 4: resync looked for gzip members only, so the records after the junk were lost."""
+    path = tmp_path / "plain.warc.gz"
+    write_warc(path, [(f"http://a/{i}", _page(f"page {i}"), "text/html") for i in range(5)],
+               gzip=False)
+    raw = path.read_bytes()
+    third = [m.start() for m in re.finditer(rb"WARC/1\.", raw)][2]
+    path.write_bytes(raw[:third] + b"junk, no record\r\n" * 50 + raw[third:])
+    rows, failed, _ = read(path)
+    assert [r["url"] for r in rows] == [f"http://a/{i}" for i in range(5)]
+    assert [(f.reason, f.offset) for f in failed] == [("bad_record", third)]
+
+
+def test_random_text_named_warc_gz_is_a_failure(tmp_path):
+    """Defect 4: 200 KB of random text named .warc.gz produced no failure at all."""
+    path = tmp_path / "random.warc.gz"
+    path.write_bytes(bytes(random.Random(0).randrange(32, 127) for _ in range(200_000)))
+    rows, failed, notes = read(path)
+    assert rows == [] and notes == Counter()
+    assert [(f.reason, f.offset, f.file) for f in failed] == [("bad_record", 0, path.name)]
+
+
+def test_gzip_records_then_plain_ones_are_all_read(tmp_path):
+    write_warc(tmp_path / "a.warc.gz", [("http://a/0", _page("zero"), "text/html")])
+    write_warc(tmp_path / "b.warc", [("http://a/1", _page("one"), "text/html")], gzip=False)
+    path = tmp_path / "mixed.warc.gz"
+    path.write_bytes((tmp_path / "a.warc.gz").read_bytes() + (tmp_path / "b.warc").read_bytes())
+    rows, failed, _ = read(path)
+    assert ([r["url"] for r in rows], failed) == (["http://a/0", "http://a/1"], [])
+
+
+def test_records_truncated_by_the_crawler_are_kept_and_noted(tmp_path):
+    """Defect 4: WARC-Truncated records are cut by the crawler, not damaged."""
+    page = _page(" ".join(f"word{i}" for i in range(3000)))  # (compresses as text does)
+    zipped = gzip.compress(page)
+    out = io.BytesIO()
+    writer = WARCWriter(out, gzip=True)
+    for url, body, headers, warc in [
+            ("http://a/cut", page[:5000], [], {"WARC-Truncated": "length"}),
+            ("http://a/cutzip", zipped[:len(zipped) // 2], [("Content-Encoding", "gzip")],
+             {"WARC-Truncated": "time"}),
+            ("http://a/damaged", zipped[:len(zipped) // 2], [("Content-Encoding", "gzip")], {})]:
+        http = StatusAndHeaders("200 OK", [("Content-Type", "text/html; charset=utf-8"),
+                                           *headers], protocol="HTTP/1.1")
+        writer.write_record(writer.create_warc_record(url, "response", payload=io.BytesIO(body),
+                                                      http_headers=http,
+                                                      warc_headers_dict=warc))
+    (tmp_path / "t.warc.gz").write_bytes(out.getvalue())
+    rows, failed, notes = read(tmp_path / "t.warc.gz")
+    assert [r["url"] for r in rows] == ["http://a/cut", "http://a/cutzip"]
+    assert rows[0]["text"] == page[:5000].decode()
+    assert page.decode().startswith(rows[1]["text"]) and len(rows[1]["text"]) > 5000
+    assert notes["warc_truncated"] == 2
+    assert [f.reason for f in failed] == ["bad_record"]  # cut without saying so: damage
+
+
+def test_a_0_byte_warc_fails_alone_named_and_counted(tmp_path):
+    """One rule for every reader: an empty file is one failure naming it, not a silent pass."""
+    path = tmp_path / "empty.warc.gz"
+    path.write_bytes(b"")
+    batches = list(read_warc_batches(Shard(0, str(path), size=0, label=path.name), 1 << 20,
+                                     "read_warc"))
+    failures = [f for b in batches for f in b.failed]
+    assert [(f.reason, f.file) for f in failures] == [("empty_file", path.name)]
+    assert sum(b.table.num_rows for b in batches) == 0

@@ -92,14 +92,17 @@ def test_a_shard_may_fail_up_to_max_failed_fraction(tmp_path):
         strict.run(output=tmp_path / "b", executor="local", progress=False)
 
 
-def test_cli_stops_a_broken_stage_in_one_line(tmp_path):
+@pytest.mark.parametrize("executor", ["dask", "ray"])
+def test_cli_stops_a_broken_stage_in_one_line(tmp_path, executor):
+    if executor == "ray":
+        pytest.importorskip("ray")
     inputs = tmp_path / "in"
     write_shards(inputs, 2, with_ids=True)
     calls = tmp_path / "calls"
     config = tmp_path / "p.yaml"
     config.write_text(f"""
 name: broken
-executor: {{type: dask, workers: 2}}
+executor: {{type: {executor}, workers: 2}}
 imports: [{Path(__file__).with_name("fault_stages.py")}]
 stages:
   - {{type: read_jsonl, path: "{inputs}/*.jsonl"}}

@@ -7,15 +7,20 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import time
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from curator.cli import app
+from curator.io.latex_project import InputTooLarge, resolve_inputs
+from curator.runtime.sandbox import release_all
 from curator.stages.extract.latex import ExtractLatex
-from curator.stages.extract.latex_text import latex_to_text, leftover_commands
+from curator.stages.extract.latex_text import LatexTooLarge, latex_to_text, leftover_commands
 from curator.stages.sources.arxiv import ArxivSource, arxiv_id
 from tests.conftest import assert_accounting
 from tests.io.test_archives import make_tar
@@ -170,3 +175,115 @@ def test_curate_run_real_papers_with_hostile_archives(tmp_path, dask_scheduler):
         tokens, leftover = leftover_commands(doc["text"])
         assert leftover / tokens < 0.005, doc["id"]
         assert tokens > 2000 or doc["id"] == "2301.00003", doc["id"]  # real papers are long
+
+
+# ---- issue 27: \input bounded (defect 3), links in folders (defect 6), time per paper
+def _fan_out(levels: int, width: int, leaf: int) -> dict[str, bytes]:
+    """Files that each input the next ``width`` times: width**levels copies of the leaf."""
+    files = {f"f{i}.tex": (rf"\input{{f{i + 1}}}" * width).encode() for i in range(levels)}
+    files[f"f{levels}.tex"] = b"w " * (leaf // 2)
+    files["main.tex"] = rb"\documentclass{article}\begin{document}\input{f0}\end{document}"
+    return files
+
+
+def _read(source: ArxivSource) -> tuple[list[dict], list, Counter]:
+    rows, failed, notes = [], [], Counter()
+    for shard in source.shards():
+        for batch in source.read(shard, 1 << 20):
+            rows += batch.table.to_pylist()
+            failed += batch.failed
+            notes.update(batch.notes)
+    return rows, failed, notes
+
+
+def test_the_source_guards_every_paper_by_default():
+    source = ArxivSource(path="x")
+    assert (source.timeout_s, source.max_text_bytes) == (60.0, 16 << 20)
+
+
+@pytest.mark.parametrize(("name", "files"), [
+    ("2401.00001.tar.gz", _fan_out(19, 3, 200)),  # 3 KB that expanded for ever
+    ("2401.00002.tar.gz", _fan_out(8, 4, 400)),  # 1 KB that expanded to 26 MB
+])
+def test_inputs_that_expand_past_max_text_bytes_fail_fast(tmp_path, name, files):
+    assert sum(map(len, files.values())) < 4000
+    (tmp_path / name).write_bytes(make_tar(files))
+    started = time.perf_counter()
+    rows, failed, _ = _read(ArxivSource(path=str(tmp_path / name)))
+    assert time.perf_counter() - started < 20  # (a second here; the bound is the work's)
+    assert rows == []
+    [failure] = failed
+    assert (failure.reason, failure.id, failure.file) == ("too_large", name[:10], name)
+    assert "over 16777216 bytes" in failure.error
+
+
+def test_input_cycles_and_depth_are_bounded_and_noted():
+    notes: Counter = Counter()
+    sources = {"main.tex": r"\input{a}", "a.tex": r"a \input{b}", "b.tex": r"b \input{a}"}
+    assert resolve_inputs("main.tex", sources, notes) == "a b "
+    chain = {f"c{i}.tex": rf"{i} \input{{c{i + 1}}}" for i in range(30)}
+    text = resolve_inputs("c0.tex", chain, notes)
+    assert text.split()[-1] == "19" and notes == {"input_cycle": 1, "input_too_deep": 1}
+    with pytest.raises(InputTooLarge):
+        resolve_inputs("c0.tex", chain, Counter(), max_bytes=5000)
+
+
+def test_a_link_out_of_a_project_folder_is_refused_and_never_read(tmp_path):
+    """Defect 6: a file outside the folder landed in the output text through a link."""
+    (tmp_path / "secret.tex").write_text("SECRET-OUTSIDE")
+    project = tmp_path / "in" / "2401.00003"
+    project.mkdir(parents=True)
+    (project / "main.tex").write_bytes(PAPER.replace("\\section{Method}",
+                                                     "\\input{notes}\\section{Method}").encode())
+    (project / "notes.tex").symlink_to(tmp_path / "secret.tex")
+    inside = tmp_path / "in" / "2401.00004"
+    inside.mkdir()
+    (inside / "main.tex").write_text(PAPER)
+    (inside / "alias.tex").symlink_to(inside / "main.tex")
+    rows, failed, _ = _read(ArxivSource(path=str(tmp_path / "in" / "*")))
+    assert [r["id"] for r in rows] == ["2401.00004"] and "SECRET" not in rows[0]["text"]
+    assert [(f.reason, f.id, f.file) for f in failed] == [
+        ("unsafe_archive", "2401.00003", "2401.00003")]
+    assert "link notes.tex" in failed[0].error
+
+
+def test_a_paper_that_never_finishes_fails_at_timeout_s(tmp_path, monkeypatch, request):
+    """A paper whose resolution provably never finishes (it sleeps) stands in for one that
+    stalls a regex; the others go on."""
+    import curator.stages.sources.arxiv as arxiv
+
+    real = arxiv.resolve_inputs
+
+    def stalls(main, sources, notes, max_bytes):
+        if "STALL" in sources[main]:
+            time.sleep(10**6)
+        return real(main, sources, notes, max_bytes)
+
+    monkeypatch.setattr(arxiv, "resolve_inputs", stalls)
+    release_all()  # pooled children were forked before the patch
+    request.addfinalizer(release_all)  # and must not keep it
+    (tmp_path / "2401.00005.tar.gz").write_bytes(make_tar({"main.tex": PAPER.encode()}))
+    (tmp_path / "2401.00006.tar.gz").write_bytes(make_tar({"main.tex": (PAPER + "STALL")
+                                                           .encode()}))
+    rows, failed, _ = _read(ArxivSource(path=str(tmp_path / "*.tar.gz"), timeout_s=1))
+    assert [r["id"] for r in rows] == ["2401.00005"]
+    assert [(f.reason, f.id, f.file) for f in failed] == [
+        ("timeout", "2401.00006", "2401.00006.tar.gz")]
+
+
+def test_a_macro_bomb_is_a_latex_error_not_a_memory_blow_up():
+    bomb = PAPER.replace("\\begin{document}", "\\def\\a{\\a\\a\\a\\a\\a\\a\\a\\a\\a\\a}"
+                         "\\begin{document}" + "\\a " * 2000)
+    with pytest.raises(LatexTooLarge):
+        latex_to_text(bomb)
+    result = ExtractLatex().process(pa.table({"id": ["b"], "text": [bomb]}))
+    assert [(f.id, f.reason) for f in result.failed] == [("b", "latex_error")]
+
+
+def test_the_arxiv_pipeline_bounds_extract_latex():
+    """extract_latex's own defaults are none (curator/stages/extract/latex.py): the shipped
+    pipeline sets its time and size limits."""
+    config = yaml.safe_load((Path(__file__).parents[2] / "pipelines" / "arxiv.yaml").read_text())
+    extract = ExtractLatex(**{k: v for k, v in next(
+        s for s in config["stages"] if s["type"] == "extract_latex").items() if k != "type"})
+    assert extract.timeout_s and extract.max_document_bytes

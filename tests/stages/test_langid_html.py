@@ -4,6 +4,7 @@ as the wanted language; pages without text go on; the product path accounts for 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +16,9 @@ pytest.importorskip("trafilatura")
 from curator import ExtractHtml, LangId, LangIdHtml, Pipeline, ReadWarc, WriteParquet
 from curator.batch import Shard
 from curator.io.warc import read_warc_batches
+from curator.runtime.budget import FailureBudget
+from curator.runtime.isolation import apply_stage
+from curator.runtime.sandbox import release_all
 from tests.conftest import assert_accounting, require_lid_model
 
 require_lid_model()
@@ -72,3 +76,61 @@ def test_product_path_accounts_for_every_page(tmp_path):
     stats = assert_accounting(run)
     entry = next(s for s in stats["stages"] if s["type"] == "langid_html")
     assert entry["removed_by_reason"]["lang_clearly_other"] > 0 and entry["kept"] > 0
+
+
+# ---- issue 27, defect 3: a page that stalls resiliparse fails at timeout_s, alone
+def test_langid_html_and_extract_html_guard_every_page_by_default():
+    for stage in (LangIdHtml(languages=["en"]), ExtractHtml()):
+        assert (stage.timeout_s, stage.max_document_bytes) == (60.0, 4 << 20)
+        assert stage.marks_documents  # chunks of pages per call in the sandbox
+
+
+def test_a_page_that_never_finishes_fails_at_timeout_s_and_the_others_go_on(monkeypatch,
+                                                                              request):
+    """100k nested <div> stall resiliparse for minutes; here a page that provably never
+    finishes (the extractor sleeps on it) stands in for them, under a 1 s timeout."""
+    import resiliparse.extract.html2text as html2text
+
+    real = html2text.extract_plain_text
+
+    def stalls(page: str, **options) -> str:
+        if "STALL" in page:
+            time.sleep(10**6)
+        return real(page, **options)
+
+    monkeypatch.setattr(html2text, "extract_plain_text", stalls)
+    release_all()  # pooled children were forked before the patch
+    request.addfinalizer(release_all)  # and must not keep it
+    english = "<html><body><p>" + "The river runs past the old mill every day. " * 20
+    table = pa.table({"id": ["a", "b", "c"],
+                      "text": [english + "</p></body></html>", "<div>STALL</div>",
+                               english + "</p></body></html>"]})
+    stage = LangIdHtml(languages=["en"], timeout_s=1)
+    budget = FailureBudget("langid_html", "x", 1.0)
+    result = apply_stage(stage, table, "langid_html", budget)
+    assert result.kept.column("id").to_pylist() == ["a", "c"]
+    [failure] = result.failed
+    assert (failure.id, failure.reason) == ("b", "timeout")
+
+
+def test_a_page_over_max_document_bytes_never_reaches_resiliparse():
+    table = pa.table({"id": ["big", "ok"], "text": ["<p>" + "x" * 5000, "<p>fine</p>"]})
+    result = apply_stage(LangIdHtml(languages=["en"], max_document_bytes=1000), table,
+                         "langid_html", FailureBudget("langid_html", "x", 1.0))
+    assert result.kept.column("id").to_pylist() == ["ok"]
+    assert [(f.id, f.reason) for f in result.failed] == [("big", "too_large")]
+
+
+def test_a_language_code_the_model_lacks_is_refused_by_validate(tmp_path):
+    from typer.testing import CliRunner
+
+    from curator.cli import app
+
+    config = tmp_path / "p.yaml"
+    config.write_text("name: x\nstages:\n"
+                      "  - {type: read_warc, path: 'data/sample/warc/*.warc.gz'}\n"
+                      "  - {type: langid_html, languages: [jp, en]}\n"
+                      "  - {type: write_parquet}\n")
+    result = CliRunner().invoke(app, ["validate", str(config)])
+    assert result.exit_code == 2
+    assert "'jp' is not a language" in result.output and "did you mean 'ja'" in result.output

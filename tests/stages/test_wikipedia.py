@@ -4,7 +4,9 @@ lists, a redirect, disambiguation pages by template and by category, other names
 
 from __future__ import annotations
 
+import bz2
 import json
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,6 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from curator.cli import app
+from curator.io.wikidump import SiteInfo, iter_pages
+from curator.runtime.sandbox import release_all
 from curator.stages.sources.wikipedia import Wikipedia
 from tests.conftest import assert_accounting
 
@@ -125,3 +129,60 @@ def test_curate_run_counts_every_page_and_resumes(tmp_path):
     again = CliRunner().invoke(app, ["run", str(config)])
     assert again.exit_code == 0 and "0 shards run, 4 resumed" in again.output
     assert {p: p.read_bytes() for p in parts} == written
+
+
+# ---- issue 27, defect 3: a page that stalls mwparserfromhell fails at timeout_s, alone
+SITE = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/"><siteinfo>'
+        "<dbname>xxwiki</dbname><base>https://xx.wikipedia.org/wiki/Main</base>"
+        "</siteinfo>")
+
+
+def _dump(*texts: str) -> str:
+    pages = "".join(f"<page><title>P{i}</title><ns>0</ns><id>{i}</id><revision><timestamp>t"
+                    f"</timestamp><text>{text}</text></revision></page>"
+                    for i, text in enumerate(texts))
+    return f"{SITE}{pages}</mediawiki>"
+
+
+def test_the_source_guards_every_page_by_default():
+    source = Wikipedia(path="x")
+    assert (source.timeout_s, source.max_page_chars) == (60.0, 4 << 20)
+
+
+def test_a_page_that_never_finishes_fails_at_timeout_s_and_the_others_go_on(
+        tmp_path, monkeypatch, request):
+    """40 KB of unbalanced {{a| held the source 225 s; here a page that provably never
+    finishes (the parser sleeps on it) stands in for it, under a 1 s timeout."""
+    import mwparserfromhell
+
+    real = mwparserfromhell.parse
+
+    def stalls(text, *args, **kwargs):
+        if "STALL" in str(text):
+            time.sleep(10**6)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(mwparserfromhell, "parse", stalls)
+    release_all()  # pooled children were forked before the patch
+    request.addfinalizer(release_all)  # and must not keep it
+    (tmp_path / "d.xml").write_text(_dump("Words here.", "{{a|STALL", "More words."))
+    kept, removed, failed = read_all(Wikipedia(path=str(tmp_path / "d.xml"), timeout_s=1))
+    assert [d["id"] for d in kept] == ["xxwiki:0", "xxwiki:2"] and removed == []
+    assert [(f.id, f.reason, f.file, f.offset) for f in failed] == [
+        ("xxwiki:1", "timeout", "d.xml", 0)]
+
+
+def test_a_page_over_max_page_chars_fails_and_is_never_held_whole(tmp_path):
+    """A bz2 bomb: 90 MB of wikitext in one page from 100 copies of a 1 KB bz2 stream."""
+    head, tail = _dump("Words here.", "BOMB", "More words.").split("BOMB")
+    data = bz2.compress(head.encode()) + bz2.compress(b"a" * 900_000) * 100 + \
+        bz2.compress(tail.encode())
+    (tmp_path / "bomb.xml.bz2").write_bytes(data)
+    pages = [p for p in iter_pages(str(tmp_path / "bomb.xml.bz2"), max_text_chars=1000)
+             if not isinstance(p, SiteInfo)]
+    assert [(len(p.text), p.text_chars) for p in pages] == [(11, 11), (1000, 90_000_000),
+                                                            (11, 11)]
+    kept, _, failed = read_all(Wikipedia(path=str(tmp_path / "bomb.xml.bz2"),
+                                         max_page_chars=1000))
+    assert [d["id"] for d in kept] == ["xxwiki:0", "xxwiki:2"]
+    assert [(f.id, f.reason) for f in failed] == [("xxwiki:1", "too_large")]

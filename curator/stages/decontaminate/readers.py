@@ -1,27 +1,37 @@
 """Records of task files as their publishers ship them: JSON Lines, JSON documents, CSV/TSV
 (with a header, or headerless with given columns), Parquet, XML and plain text, optionally
 compressed (``.gz``, ``.bz2``, ``.xz``, ``.zst``). Every record carries where it was found, so
-that errors name the file and line."""
+that errors name the file and line.
+
+Bounded (docs/limits.md): a file is read whole, so it may hold ``MAX_TASK_FILE_BYTES`` once
+decompressed, and decompression stops where it expands more than ``MAX_EXPANSION_RATIO`` times;
+nesting too deep for the parsers fails the file. Each is a :class:`TaskFileError` naming it."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import os
 import xml.parsers.expat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from curator.io import streams
+from curator.io.parquet import decoded_bytes
+from curator.io.streams import DamagedInput, OverLimit, read_bounded
 
 FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "xml", "text")
 _EXTENSIONS = {"jsonl": "jsonl", "ndjson": "jsonl", "json": "json", "csv": "csv", "tsv": "tsv",
                "parquet": "parquet", "xml": "xml", "txt": "text"}
 _COMPRESSIONS = ("gz", "bz2", "xz", "zst")
+#: Most bytes a task file may hold decompressed (the largest benchmark files are ~100 MB).
+MAX_TASK_FILE_BYTES = 1 << 30
 
 
 class TaskFileError(ValueError):
@@ -54,13 +64,21 @@ def file_format(name: str) -> str:
 
 def _text(path: Path, display: str) -> str:
     try:
-        with fsspec.open(str(path), "rt", compression="infer", encoding="utf-8-sig") as f:
-            return f.read()
+        data = read_bounded(str(path), MAX_TASK_FILE_BYTES)
+    except OverLimit as err:
+        raise TaskFileError(f"{display}: refused, over a limit of docs/limits.md "
+                            f"(MAX_TASK_FILE_BYTES={MAX_TASK_FILE_BYTES}): {err}") from None
+    except (DamagedInput, OSError, EOFError) as err:
+        raise TaskFileError(f"{display}: cannot be read ({err})") from None
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise TaskFileError(f"{display}: not UTF-8 text ({err.reason} at byte {err.start})") \
             from None
-    except (OSError, EOFError) as err:
-        raise TaskFileError(f"{display}: cannot be read ({err})") from None
+
+
+def _too_deep(display: str, where: str) -> TaskFileError:
+    return TaskFileError(f"{display}: {where}: nested too deeply to read")
 
 
 def _json_lines(text: str, display: str) -> Iterator[Record]:
@@ -72,6 +90,8 @@ def _json_lines(text: str, display: str) -> Iterator[Record]:
         except json.JSONDecodeError as err:
             raise TaskFileError(f"{display}: line {number}: not valid JSON ({err.msg} at column "
                                 f"{err.colno})") from None
+        except RecursionError:
+            raise _too_deep(display, f"line {number}") from None
         if not isinstance(value, dict):
             raise TaskFileError(f"{display}: line {number}: expected a JSON object, found "
                                 f"{type(value).__name__}")
@@ -95,6 +115,8 @@ def _walk(value: Any, keys: list[str], where: str, display: str) -> Iterator[tup
 def _json_document(text: str, display: str, records: str | None) -> Iterator[Record]:
     try:
         document = json.loads(text)
+    except RecursionError:
+        raise _too_deep(display, "the document") from None
     except json.JSONDecodeError as err:
         if err.msg == "Extra data":  # one object per line under a .json name (JGLUE)
             yield from _json_lines(text, display)
@@ -103,7 +125,11 @@ def _json_document(text: str, display: str, records: str | None) -> Iterator[Rec
                             f"{err.colno})") from None
     if records is None and not isinstance(document, list):
         raise TaskFileError(f"{display}: expected a list of records at the top level")
-    for where, value in _walk(document, records.split(".") if records else [], "", display):
+    try:
+        found = list(_walk(document, records.split(".") if records else [], "", display))
+    except RecursionError:
+        raise _too_deep(display, records or "the document") from None
+    for where, value in found:
         if not isinstance(value, dict):
             raise TaskFileError(f"{display}: {where}: expected a JSON object, found "
                                 f"{type(value).__name__}")
@@ -141,12 +167,22 @@ def _table_rows(path: Path, display: str, delimiter: str,
 def _parquet_rows(path: Path, display: str) -> Iterator[Record]:
     try:
         parquet = pq.ParquetFile(str(path))
-        row = 0
-        for batch in parquet.iter_batches(batch_size=4096):
+        meta, row, decoded = parquet.metadata, 0, 0
+        limit = min(MAX_TASK_FILE_BYTES, streams.RATIO_GRACE_BYTES
+                    + int(streams.MAX_EXPANSION_RATIO * os.path.getsize(path)))
+        if sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)) > limit:
+            raise TaskFileError(f"{display}: refused, its rows hold more than {limit} bytes "
+                                "(MAX_TASK_FILE_BYTES, MAX_EXPANSION_RATIO: docs/limits.md)")
+        for batch in parquet.iter_batches(batch_size=256):
+            decoded += decoded_bytes(batch)  # dictionary strings counted before decoding
+            if decoded > limit:
+                raise TaskFileError(f"{display}: refused at row {row}, its rows decode to more "
+                                    f"than {limit} bytes (MAX_TASK_FILE_BYTES, "
+                                    "MAX_EXPANSION_RATIO: docs/limits.md)")
             for value in batch.to_pylist():
                 yield Record(f"row {row}", value)
                 row += 1
-    except (pa.ArrowInvalid, OSError) as err:
+    except (pa.ArrowException, OSError) as err:
         raise TaskFileError(f"{display}: not a readable Parquet file ({err})") from None
 
 
@@ -224,6 +260,8 @@ def field_values(value: dict[str, Any], path: str, where: str, display: str) -> 
         found = list(_walk(value, path.split("."), "", display))
     except MissingField:
         raise MissingField(f"{display}: {where}: missing field {path!r}") from None
+    except RecursionError:
+        raise _too_deep(display, f"{where}: field {path!r}") from None
     for _, item in found:
         if isinstance(item, str):
             out.append(item)

@@ -5,20 +5,21 @@ Extractors: trafilatura (default; ``favor_precision`` for fewer boilerplate line
 stoplist chosen from the ``lang`` column, English where absent or unknown). A list is tried in
 order until one returns text. A page that yields no text is removed (reason ``no_text``).
 Pages over ``max_document_bytes`` (default 4 MB) fail with reason ``too_large`` before any
-extractor sees them; ``timeout_s`` runs each page in a sandbox process that is killed when it
-takes longer (reason ``timeout``).
+extractor sees them; each page runs under ``timeout_s`` (default 60 s) in the segment's sandbox
+process, which is killed when it takes longer (reason ``timeout``).
 """
 
 from __future__ import annotations
 
 import html
 import re
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pyarrow as pa
 from pydantic import Field
 
 from curator.batch import ID, TEXT, BatchResult, Failure, split_by_reason
+from curator.runtime.sandbox import each_document
 from curator.stages.base import BatchStage
 
 Extractor = Literal["trafilatura", "resiliparse", "justext"]
@@ -59,6 +60,7 @@ class ExtractHtml(BatchStage):
 
     type = "extract_html"
     requires = {"trafilatura": "extract", "resiliparse": "extract", "justext": "extract"}
+    marks_documents: ClassVar[bool] = True  # the extractors see each page inside each_document
 
     extractor: Extractor | list[Extractor] = Field(
         "trafilatura", description="trafilatura, resiliparse or justext; or a list tried in "
@@ -75,6 +77,10 @@ class ExtractHtml(BatchStage):
     max_document_bytes: int | None = Field(
         4 << 20, gt=0, description="A page whose HTML has more bytes fails with reason "
         "'too_large' before extraction (extractors can take minutes on huge pages).")
+    timeout_s: float | None = Field(
+        60.0, gt=0, description="Seconds one page may take (it runs in the segment's sandbox "
+        "process); a page still running then fails with reason 'timeout'. null: no limit, no "
+        "sandbox.")
 
     def requirements(self) -> dict[str, str]:
         return {name: "extract" for name in self._extractors()}
@@ -128,7 +134,7 @@ class ExtractHtml(BatchStage):
         failed: list[Failure] = []
         notes: dict[str, int] = {}
         keep = []
-        for i, page in enumerate(pages):
+        for i, page in enumerate(each_document(pages)):
             try:
                 text, used = self._extract(page, langs[i])
             except Exception as err:  # third-party parsers raise anything on hostile markup

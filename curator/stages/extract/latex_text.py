@@ -5,6 +5,11 @@ Math stays as written (``$...$``, ``\\[...\\]``, equation environments), as RedP
 Dolma keep it; \\label and parenthetical citations disappear, textual citations become
 ``[cite]``, references ``[ref]``; figures and tables become their captions.
 docs/sources.md says why.
+
+Bounded on hostile input: a text over ``MAX_LATEX_CHARS`` is refused, and macro expansion stops
+with an error before the text would grow past ``MAX_GROWTH`` times (plus ``GROWTH_SLACK``) its
+size (``\\def\\a{\\a\\a\\a}`` used a few times would otherwise fill memory). The time a
+document may take is the stage's ``timeout_s``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,13 @@ import regex as re
 from curator.io.latex_project import strip_comments
 
 MAX_EXPANSION_ROUNDS = 5
+MAX_LATEX_CHARS = 16 << 20
+MAX_GROWTH = 4
+GROWTH_SLACK = 1 << 20
+
+
+class LatexTooLarge(ValueError):
+    """A document over the size limit, or one whose macros expand past it."""
 
 _DEFINITION = re.compile(
     r"\\(?:(?:re|provide)?newcommand\*?|DeclareRobustCommand\*?|DeclareMathOperator\*?)\s*"
@@ -92,7 +104,11 @@ def expand_macros(tex: str) -> str:
         return tex
     usage = re.compile(r"\\(" + "|".join(map(re.escape, sorted(bodies, key=len, reverse=True)))
                        + r")" + _MACRO_NAME_END)
+    cap = MAX_GROWTH * len(tex) + GROWTH_SLACK
     for _ in range(MAX_EXPANSION_ROUNDS):
+        growth = sum(len(bodies[m.group(1)]) - len(m.group(0)) for m in usage.finditer(tex))
+        if len(tex) + growth > cap:
+            raise LatexTooLarge(f"macro expansion would grow the text past {cap} characters")
         expanded = usage.sub(lambda m: bodies[m.group(1)], tex)
         if expanded == tex:
             break
@@ -102,15 +118,20 @@ def expand_macros(tex: str) -> str:
 
 def _remove_env_definitions(tex: str) -> str:
     """\\newenvironment{name}[n]{begin}{end}: the definition goes, uses stay (their text)."""
-    while match := _ENV_DEFINITION.search(tex):
+    out, position = [], 0
+    for match in _ENV_DEFINITION.finditer(tex):
+        if match.start() < position:
+            continue
         end = match.end()
         for _ in range(2):
             if end < len(tex) and tex[end] == "{":
                 _, end = braced(tex, end)
                 while end < len(tex) and tex[end] in " \t\n":
                     end += 1
-        tex = tex[:match.start()] + tex[end:]
-    return tex
+        out.append(tex[position:match.start()])
+        position = end
+    out.append(tex[position:])
+    return "".join(out)
 
 
 def body(tex: str, keep_abstract: bool = True) -> str:
@@ -216,6 +237,8 @@ def latex_to_text(tex: str, keep_abstract: bool = True) -> str:
     """Prose from a LaTeX document (see the module docstring for what is kept)."""
     from pylatexenc import latexwalker
 
+    if len(tex) > MAX_LATEX_CHARS:
+        raise LatexTooLarge(f"{len(tex)} characters, over {MAX_LATEX_CHARS}")
     tex = floats_to_captions(body(expand_macros(strip_comments(tex)), keep_abstract))
     tex = _LINEBREAK_SPACING.sub(r"\\\\", tex)
     converter, walker_db = _converter()

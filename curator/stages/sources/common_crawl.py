@@ -28,7 +28,7 @@ class CommonCrawl(Source):
     ``InputUnavailable``: its shard is left for the next run."""
 
     type = "common_crawl"
-    version = 2  # 2: a bad HTTP encoding fails its record only (no second failure)
+    version = 3  # 3: a record with damaged framing is never kept; bounded records (WarcLimits)
     requires = {"fastwarc": "extract", "warcio": "extract", "resiliparse": "extract"}
     placement = frozenset({"cache_dir", "max_tries", "base_delay_s", "max_delay_s", "timeout_s",
                            "per_host_connections"})

@@ -1,6 +1,10 @@
 """The ``wikipedia`` source: MediaWiki XML dumps -> one document per article (namespace 0),
 wikitext turned into plain text with mwparserfromhell. Redirects, disambiguation pages and
-pages of other namespaces are removed with a reason, not dropped."""
+pages of other namespaces are removed with a reason, not dropped.
+
+mwparserfromhell can take minutes on a page (40 KB of unbalanced ``{{a|`` held it 225 s): each
+page's conversion runs under ``timeout_s`` in the segment's sandbox process
+(curator.runtime.sandbox), and a page over ``max_page_chars`` fails before it."""
 
 from __future__ import annotations
 
@@ -8,16 +12,27 @@ import contextlib
 import re
 from collections import Counter
 from collections.abc import Iterator
+from typing import ClassVar
 from urllib.parse import quote
 
 import pyarrow as pa
 from fsspec.core import url_to_fs
 from pydantic import Field
 
-from curator.batch import REASON, Failure, Shard, SourceBatch
+from curator.batch import (
+    ID,
+    REASON,
+    TEXT,
+    BatchResult,
+    Failure,
+    Shard,
+    SourceBatch,
+    split_by_reason,
+)
 from curator.io.files import list_shards
 from curator.io.wikidump import DumpError, Page, SiteInfo, iter_pages, stream_offsets
-from curator.stages.base import Source
+from curator.runtime.sandbox import each_document, run_sandboxed
+from curator.stages.base import BatchStage, Source
 
 MULTISTREAM = "multistream.xml.bz2"
 RANGE_MARK = "#bytes="
@@ -137,6 +152,49 @@ def _remove(code, node) -> None:
         code.remove(node)
 
 
+class _Wikitext(BatchStage):
+    """Wikitext -> plain text, one page per row (``text``); disambiguation pages and pages left
+    without text removed with their reason, a page the parser fails on failed. The source's
+    per-page work, run where ``timeout_s`` guards it."""
+
+    marks_documents: ClassVar[bool] = True
+
+    namespaces: dict[int, str] = Field(default_factory=dict)
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        import mwparserfromhell
+
+        site = SiteInfo(namespaces=self.namespaces)
+        ids = batch.column(ID).to_pylist()
+        texts: list[str] = []
+        reasons: list[str | None] = []
+        keep: list[bool] = []
+        failed: list[Failure] = []
+        for i, wikitext in enumerate(each_document(batch.column(TEXT).to_pylist())):
+            try:
+                code = mwparserfromhell.parse(wikitext)
+                if is_disambiguation(code, site):
+                    text, reason = "", "disambiguation"
+                else:
+                    text = wikitext_to_text(code, site)
+                    reason = None if text else "no_text"
+            except Exception as err:  # a parser bug must not end the shard
+                failed.append(Failure(stage=self.name or "wikipedia", id=ids[i],
+                                      reason="wikitext_error",
+                                      error=f"wikitext_error: {type(err).__name__}: {err}"))
+                keep.append(False)
+                continue
+            keep.append(True)
+            texts.append(text)
+            reasons.append(reason)
+        table = batch.filter(pa.array(keep, pa.bool_()))
+        table = table.set_column(table.column_names.index(TEXT), TEXT,
+                                 pa.array(texts, pa.string()))
+        result = split_by_reason(table, pa.array(reasons, pa.string()))
+        result.failed = failed
+        return result
+
+
 class Wikipedia(Source):
     """Read MediaWiki XML dumps (.xml, .xml.bz2; local or fsspec), streamed page by page. A
     multistream dump (``*-multistream.xml.bz2``) beside its index
@@ -146,10 +204,17 @@ class Wikipedia(Source):
     text, title, url, date (the revision's timestamp), lang."""
 
     type = "wikipedia"
+    version = 2  # 2: the pages read before a cut in a bz2 stream are kept
 
     path: str | list[str] = Field(description="Dump file, glob or list of them.")
     streams_per_shard: int = Field(1000, gt=0, description="Streams (about 100 pages each) per "
                                    "shard of a multistream dump that has its index beside it.")
+    max_page_chars: int = Field(4 << 20, gt=0, description="A page whose wikitext has more "
+                                "characters fails with reason 'too_large' (only this much of "
+                                "it is ever held in memory).")
+    timeout_s: float | None = Field(60.0, gt=0, description="Seconds one page's conversion may "
+                                    "take (in the segment's sandbox process); then it fails "
+                                    "with reason 'timeout'. null: no limit, in the worker.")
 
     def shards(self) -> list[Shard]:
         shards = []
@@ -176,41 +241,38 @@ class Wikipedia(Source):
         url, byte_range = _split_range(shard.path)
         stage = self.name or self.type
         site = SiteInfo()
-        rows: list[dict] = []
+        rows: list[dict] = []  # kept, before conversion: text holds the wikitext
         removed: list[dict] = []
         failed: list[Failure] = []
-        size, notes = 0, Counter()
+        size = 0
         try:
-            for item in iter_pages(url, byte_range):
+            for item in iter_pages(url, byte_range, self.max_page_chars):
                 if isinstance(item, SiteInfo):
                     site = item
                     continue
-                try:
-                    row, reason = self._document(item, site)
-                except Exception as err:  # a parser bug must not end the shard
-                    failed.append(Failure(stage=stage, file=shard.label, offset=item.offset,
-                                          id=f"{site.dbname}:{item.page_id}",
-                                          reason="wikitext_error",
-                                          error=f"wikitext_error: {type(err).__name__}: {err}"))
-                    continue
-                if reason is None:
-                    rows.append(row)
-                    size += len(row["text"])
+                row, reason = self._document(item, site)
+                if reason is None and item.text_chars > self.max_page_chars:
+                    failed.append(Failure(
+                        stage=stage, file=shard.label, offset=item.offset, id=row["id"],
+                        reason="too_large", error=f"too_large: {item.text_chars} characters "
+                        f"of wikitext, over max_page_chars={self.max_page_chars}"))
+                elif reason is None:
+                    rows.append({**row, "text": item.text, "offset": item.offset,
+                                 "seq": len(rows) + len(removed)})
+                    size += len(item.text)
                 else:
-                    removed.append({**row, "text": "", REASON: reason})
-                if size >= batch_bytes or len(removed) >= 10_000:
-                    yield _batch(rows, removed, failed, notes)
-                    rows, removed, failed, size, notes = [], [], [], 0, Counter()
+                    removed.append({**row, "text": "", REASON: reason,
+                                    "seq": len(rows) + len(removed)})
+                if size >= batch_bytes or len(removed) + len(failed) >= 10_000:
+                    yield self._converted(rows, removed, failed, site, shard)
+                    rows, removed, failed, size = [], [], [], 0
         except DumpError as err:
-            failure = Failure(stage=stage, error=f"{err}; the pages after it are lost",
-                              file=shard.label, reason="damaged_dump")
-            yield _batch(rows, removed, [*failed, failure], notes)
-            return
-        yield _batch(rows, removed, failed, notes)
+            failed.append(Failure(stage=stage, error=f"{err}; the pages after it are lost",
+                                  file=shard.label, reason="damaged_dump"))
+        yield self._converted(rows, removed, failed, site, shard)
 
     def _document(self, page: Page, site: SiteInfo) -> tuple[dict, str | None]:
-        import mwparserfromhell
-
+        """The page's row (without text) and why it is no article (None: it may be one)."""
         row = {"id": f"{site.dbname or 'wiki'}:{page.page_id}", "text": "",
                "title": page.title,
                "url": site.article_url_prefix + quote(page.title.replace(" ", "_"),
@@ -220,11 +282,28 @@ class Wikipedia(Source):
             return row, "not_article"
         if page.redirect or _REDIRECT.match(page.text):
             return row, "redirect"
-        code = mwparserfromhell.parse(page.text)
-        if is_disambiguation(code, site):
-            return row, "disambiguation"
-        row["text"] = wikitext_to_text(code, site)
-        return row, None if row["text"] else "no_text"
+        return row, None
+
+    def _converted(self, rows: list[dict], removed: list[dict], failed: list[Failure],
+                   site: SiteInfo, shard: Shard) -> SourceBatch:
+        """The articles' wikitext turned into text (guarded, see the module docstring)."""
+        if rows:
+            stage = self.name or self.type
+            work = _Wikitext(name=stage, namespaces=site.namespaces, timeout_s=self.timeout_s)
+            pages = pa.table({ID: [str(i) for i in range(len(rows))],  # (ids may repeat)
+                              TEXT: [r["text"] for r in rows]})
+            result = run_sandboxed(work, stage, pages) if self.timeout_s else work.process(pages)
+            for failure in result.failed:
+                row = rows[int(failure.id)]
+                failure.file, failure.offset, failure.id = shard.label, row["offset"], row["id"]
+            gone = [] if result.removed is None else result.removed.to_pylist()
+            removed = sorted(removed + [{**rows[int(r[ID])], "text": "", REASON: r[REASON]}
+                                        for r in gone], key=lambda r: r["seq"])  # page order
+            failed = failed + result.failed
+            rows = [{**rows[int(i)], "text": text} for i, text in
+                    zip(result.kept.column(ID).to_pylist(), result.kept.column(TEXT).to_pylist(),
+                        strict=True)]
+        return _batch(rows, removed, failed, Counter())
 
 
 def _index_of(url: str) -> str | None:
