@@ -24,7 +24,7 @@ def verify_run(root: Path) -> Verdict:
     damaged, checked = [], 0
     for record in _records(root):
         try:
-            files = read_json(record).get("files", []) if record.name != RUN_FILE else []
+            files = read_json(record).get("files", [])  # run.json: parsed, records no files
         except DamagedRecord as err:
             damaged.append(str(err))
             continue

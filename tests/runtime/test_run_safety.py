@@ -179,13 +179,14 @@ def test_curate_verify_names_every_damaged_file(dedup_case, tmp_path):
     _flip(run_dir / "write_parquet" / "part-00001.parquet")
     (run_dir / "_work" / "segment-00" / "part-00003-0000.parquet").unlink()
     (run_dir / "_work" / "segment-01" / "hash" / "_done" / "part-00000.json").write_text("{")
+    (run_dir / "run.json").write_bytes(b"")
     result = runner.invoke(app, ["verify", str(run_dir)])
     assert result.exit_code == 1
     text = " ".join(result.output.split())
     for name in ("write_parquet/part-00001.parquet", "segment-00/part-00003-0000.parquet",
-                 "hash/_done/part-00000.json"):
+                 "hash/_done/part-00000.json", "run.json"):
         assert name in text, text
-    assert "3 damaged" in text
+    assert "4 damaged" in text
 
 
 def test_a_second_run_into_the_same_folder_is_refused_while_the_first_runs(dedup_case,
