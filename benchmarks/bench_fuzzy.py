@@ -218,14 +218,15 @@ class _Threads:
 
 
 def _run_stage(parts: list[Path], root: Path, device: str, threads: int, **params) -> float:
-    from curator.runtime.phases import PhaseContext
-    from curator.runtime.rundir import RunDir
+    from curator.runtime.driver.phases import PhaseContext
     from curator.stages.dedup.fuzzy import FuzzyDedup
+    from curator.store.run_dir import RunDir
+    from curator.store.spec import RunSpec
 
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     ctx = PhaseContext(RunDir(root), root / "_work", _Threads(threads), "fuzzy_dedup",
-                       "fuzzy_dedup", "x", "fail", "ids", 1 << 26)
+                       "fuzzy_dedup", "x", RunSpec(str(root), "fail", "ids", 1 << 26))
     t0 = time.perf_counter()
     result = FuzzyDedup(device=device, **params).run_dataset(parts, ctx)
     seconds = time.perf_counter() - t0

@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=32)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/results_mixed_gpu.md")
     args = parser.parse_args()
-    from curator.runtime.executors import gpu_count
+    from curator.runtime.cluster.executors import gpu_count
 
     try:
         import cupy  # noqa: F401

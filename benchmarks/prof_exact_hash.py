@@ -25,8 +25,8 @@ import harness
 
 from curator.batch import ID, TEXT
 from curator.io.parquet import read_part
-from curator.runtime.executors import ExecutorPool
-from curator.runtime.phases import _keyed
+from curator.runtime.cluster.executors import ExecutorPool
+from curator.runtime.driver.phases import _keyed
 from curator.stages.dedup.exact import ExactDedup, _hash_part, _HashTask, normalise_text
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import harness
 
-from curator.runtime.memory import memory_returned
+from curator.runtime.worker.memory import memory_returned
 from curator.stages.dedup.fuzzy import (
     FuzzyDedup,
     _read_text,

@@ -7,7 +7,7 @@ from typing import Any
 
 from curator.config import load_pipeline, parse_pipeline
 from curator.pipeline import PipelineModel
-from curator.runtime.runner import RunResult, run_pipeline
+from curator.runtime.driver.runner import RunResult, run_pipeline
 
 
 class Pipeline(PipelineModel):

@@ -67,6 +67,7 @@ class BatchResult:
     payload: Any = None  # what a sink's ``process`` computed for the kept rows (tokens)
     rule_failures: dict[str, int] = field(default_factory=dict)  # a filter's rules, each counted
     scores: dict[str, pa.Array] = field(default_factory=dict)  # a filter's scores, every row
+    signals: dict[str, pa.Array] = field(default_factory=dict)  # every score its rules read
     notes: dict[str, int] = field(default_factory=dict)  # changes counted (stats.json: notes)
 
     @property
@@ -98,10 +99,13 @@ class Shard:
     size: int | None = None
     label: str = ""  # name used in ids and error positions (path relative to the input root)
     source: str = ""  # the source stage that listed it
+    name: str = ""  # its part name, from its identity (never its position in a listing)
+    digest: str = ""  # content checksum of a run's own intermediate file (its reuse key)
 
     @property
     def part(self) -> str:
-        return f"part-{self.index:05d}"
+        """The shard's name in the run directory: ``name``, else from its position."""
+        return self.name or f"part-{self.index:05d}"
 
 
 @dataclass

@@ -16,8 +16,10 @@ from curator.cli_errors import FAILED, USAGE, console, fail, one_line_errors
 from curator.cli_gc import gc
 from curator.cli_submit import submit
 from curator.config import ConfigError, load_pipeline
-from curator.runtime.requirements import MissingRequirement, check_requirements
-from curator.runtime.runner import run_pipeline
+from curator.report.funnel import reuse_lines
+from curator.runtime.driver.requirements import MissingRequirement, check_requirements
+from curator.runtime.driver.runner import run_pipeline
+from curator.store.run_dir import RunDir
 
 app = typer.Typer(help="Curate LLM training data: run, plan, validate and report pipelines.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -80,6 +82,8 @@ def run(
     console.print(funnel_table(result.stats))
     console.print(f"{result.shards_run} shards run, {result.shards_skipped} resumed; "
                   f"output in {result.output}", highlight=False)
+    for line in reuse_lines(result.stats.get("reuse", {})):
+        console.print(line, highlight=False)
     for line in _output_lines(result.output, result.stats):
         console.print(line, highlight=False)
 
@@ -89,9 +93,9 @@ def _output_lines(run_dir: Path, stats: dict) -> list[str]:
     lines = [f"Megatron shards ({s['name']}): {s['output']}  ({s.get('files', 0)} .bin/.idx "
              f"pairs, {s.get('tokens', 0):,} tokens; blend: {s['blend']})"
              for s in stats.get("stages", []) if s.get("type") == "tokenize" and "blend" in s]
-    report = Path(run_dir) / "report.html"
+    report = RunDir(run_dir).report_file
     if report.exists():
-        lines.append(f"report: {report}  (stats: {Path(run_dir) / 'stats.json'})")
+        lines.append(f"report: {report}  (stats: {RunDir(run_dir).stats_file})")
     return lines
 
 
@@ -111,9 +115,19 @@ def validate(config: Path, set_: Sets = None) -> None:
 
 
 @app.command()
-def plan(config: Path, set_: Sets = None) -> None:
-    """Show how stages fuse into per-shard tasks and where barriers cut."""
-    typer.echo(str(_load(config, set_).plan()))
+def plan(config: Path, set_: Sets = None,
+         output: Annotated[str | None, typer.Option(help="Run directory.")] = None) -> None:
+    """Show how stages fuse into per-shard tasks and where barriers cut; on a run directory
+    that exists, what a run would reuse and compute there, per segment (nothing runs)."""
+    from curator.runtime.driver.reuse_plan import reuse_plan
+
+    pipeline = _load(config, set_)
+    typer.echo(str(pipeline.plan()))
+    root = output or pipeline.output
+    if root:
+        with one_line_errors():
+            lines = reuse_plan(pipeline, root)
+        typer.echo("\n".join(["", f"in {root}:", *lines]))
 
 
 @app.command()
@@ -135,7 +149,7 @@ def report(run_dir: Path) -> None:
 @app.command()
 def verify(run_dir: Path) -> None:
     """Check every file a run recorded against its checksum; name each damaged one."""
-    from curator.runtime.verify import verify_run
+    from curator.runtime.driver.verify import verify_run
 
     try:
         verdict = verify_run(run_dir)

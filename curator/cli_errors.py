@@ -17,10 +17,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from curator.runtime.driver.requirements import MissingRequirement
+from curator.runtime.driver.run_lock import RunLocked
 from curator.runtime.errors import CurationError, ExecutorError
-from curator.runtime.requirements import MissingRequirement
-from curator.runtime.run_lock import RunLocked
-from curator.runtime.rundir import RunDirError
+from curator.store.run_dir import RunDirError
 
 USAGE, FAILED, INTERRUPTED = 2, 1, 130
 INTERRUPTED_MESSAGE = "interrupted; rerun the same command to resume"

@@ -25,14 +25,27 @@ def parse_size(text: str) -> int:
 
 
 def gc(
-    cache: Annotated[Path, typer.Option("--cache", help="The cache folder (e.g. runs/.curator-"
-                                        "cache, or a stage's cache_dir).")],
+    run: Annotated[Path | None, typer.Argument(help="A run directory: remove what its current "
+                                               "configuration does not use.")] = None,
+    cache: Annotated[Path | None, typer.Option("--cache", help="The cache folder (e.g. runs/"
+                                               ".curator-cache, or a stage's cache_dir).")] = None,
     max_size: Annotated[str | None, typer.Option(
         "--max-size", help="Evict the least recently used entries until the cache holds at most "
         "this much: 50G, 500M, or bytes (K, M, G, T: powers of 1024).")] = None,
 ) -> None:
-    """Remove what interrupted downloads left in a download cache and, with --max-size, the
-    least recently used files beyond it (files being read are never removed)."""
+    """``curate gc RUN``: remove from a run directory the checkpoints, scores and work files
+    of configurations no longer current (docs/reuse.md). ``curate gc --cache DIR``: remove what
+    interrupted downloads left in a download cache and, with --max-size, the least recently
+    used files beyond it (files being read are never removed)."""
+    if run is not None:
+        from curator.runtime.driver.run_gc import gc_run
+
+        with one_line_errors():
+            typer.echo(gc_run(run).summary(run))
+        if cache is None:
+            return
+    if cache is None:
+        fail("say what to tidy: a run directory (curate gc RUN) or --cache DIR", USAGE)
     try:
         bound = None if max_size is None else parse_size(max_size)
     except ValueError as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import mmap
 import os
@@ -26,15 +27,45 @@ def checksum(path: Path) -> str:
     return digest.hexdigest()
 
 
-def temporary_for(final: Path, pending: list[tuple[Path, Path]]) -> Path:
-    """A temporary name beside ``final`` (its folder created), remembered in ``pending`` so that
-    ``commit_files`` renames it into place once everything it belongs with is written."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.tmp")
-    pending.append((tmp, final))
-    return tmp
+class Commit:
+    """Files written under temporary names, renamed into place together once everything they
+    belong with is written. Each temporary name is unique to its attempt
+    (``.<name>.<pid>-<n>.tmp``): a retried task never writes into a file a killed attempt left,
+    and a resumed run removes such leftovers (``RunDir.prepare``)."""
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[Path, Path]] = []  # (temporary, final), in writing order
+
+    def temporary_for(self, final: Path) -> Path:
+        """A temporary name beside ``final`` (its folder created)."""
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.{os.getpid()}-{next(_ATTEMPTS)}.tmp")
+        self.pairs.append((tmp, final))
+        return tmp
+
+    def drop(self, tmp: Path) -> None:
+        """Give up one temporary file (removed, never renamed)."""
+        tmp.unlink(missing_ok=True)
+        self.pairs = [pair for pair in self.pairs if pair[0] != tmp]
+
+    def finals(self) -> list[Path]:
+        return [final for _, final in self.pairs]
+
+    def publish(self) -> None:
+        """Rename every temporary file into place (the files a ``recording`` block collects)."""
+        files = getattr(_RECORDING, "files", None)
+        for tmp, final in self.pairs:
+            os.replace(tmp, final)
+            if files is not None:
+                files.append(final)
+
+    def discard(self) -> None:
+        """Remove every temporary file: a task that stops leaves none."""
+        for tmp, _ in self.pairs:
+            tmp.unlink(missing_ok=True)
 
 
+_ATTEMPTS = itertools.count()
 _RECORDING = threading.local()
 
 
@@ -50,15 +81,6 @@ def recording() -> Iterator[list[Path]]:
         _RECORDING.files = outer
         if outer is not None:
             outer.extend(files)
-
-
-def commit_files(pending: list[tuple[Path, Path]]) -> None:
-    """Rename temporary files into place."""
-    files = getattr(_RECORDING, "files", None)
-    for tmp, final in pending:
-        os.replace(tmp, final)
-        if files is not None:
-            files.append(final)
 
 
 def facts(path: Path) -> dict[str, Any]:
@@ -105,6 +127,6 @@ def read_json(path: Path) -> Any:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    pending: list[tuple[Path, Path]] = []
-    temporary_for(path, pending).write_text(json.dumps(data, indent=1), encoding="utf-8")
-    commit_files(pending)
+    pending = Commit()
+    pending.temporary_for(path).write_text(json.dumps(data, indent=1), encoding="utf-8")
+    pending.publish()

@@ -34,7 +34,7 @@ def start_early(args: list[str]) -> bool:
         return False
     if not local or not set(types) - RELEASE_GIL:
         return False
-    from curator.runtime.fork_server import start_fork_server
+    from curator.runtime.cluster.fork_server import start_fork_server
 
     try:
         start_fork_server([m for t in types if t in BUILTIN

@@ -4,7 +4,7 @@ An import is a Python file (``my_stages.py``, relative to the YAML file) or a do
 (``my.package``). Importing it registers the stage classes it defines (``type = "..."``).
 A file is loaded as a module whose name is fixed by its absolute path, so that its classes pickle
 by reference (as ``<module>.<class>``) and every process that loaded the same file resolves them:
-the driver, each Dask worker (``curator.runtime.worker_imports``) and each sandbox child.
+the driver, each Dask worker (``curator.runtime.cluster.worker_imports``) and each sandbox child.
 """
 
 from __future__ import annotations

@@ -94,6 +94,7 @@ def dask_scheduler():
 #: Tests that start whole runs, clusters, jobs or fresh venvs (``make test-fast`` leaves them
 #: out; ``make test`` runs everything): module paths relative to tests/, or module::test prefixes.
 SLOW = ("jobs/", "hostile/", "runtime/test_kill_", "runtime/test_resume.py",
+        "runtime/test_incremental.py",
         "runtime/test_run_safety.py", "runtime/test_ray_bytes.py", "runtime/test_executors.py",
         "runtime/test_determinism.py", "runtime/test_worker_faults.py",
         "runtime/test_worker_start.py", "runtime/test_schema.py", "runtime/test_progress.py",

@@ -193,7 +193,7 @@ def test_inputs_of_a_folder_not_made_yet_are_named_by_validate_and_refused_by_ru
 
 
 def test_a_missing_decontamination_task_file_is_refused_before_the_run(tmp_path):
-    typo = ROOT / "tests" / "data" / "decontaminate" / "gsm8k" / "tset.jsonl.gz"
+    typo = ROOT / "data" / "decontaminate" / "gsm8k" / "tset.jsonl.gz"
     stage = f"{{type: decontaminate, tasks: [{{name: gsm8k, path: '{typo}'}}]}}"
     refused_before_the_run(tmp_path, pipeline(tmp_path, stage),
                            "stage 'decontaminate' (decontaminate): task 'gsm8k': input not "

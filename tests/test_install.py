@@ -65,7 +65,7 @@ def test_pip_install_demo_then_curate_run_sample_gives_megatron_shards(tmp_path)
     # can import its curator/ before the installed one (seen here), and must not.
     root = tmp_path / "root"
     root.mkdir()
-    for name in ("pipelines", "data", "tests"):  # the config, the sample and tokenizer, tasks
+    for name in ("pipelines", "data"):  # the config; the sample, tokenizer, benchmark files
         (root / name).symlink_to(ROOT / name)
     out = tmp_path / "sample"
     run = _run([bin_dir / "curate", "run", "pipelines/sample.yaml", "--output", out], root,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from curator.pipeline import PipelineModel
-from curator.runtime.executors import GPU_TASKS
+from curator.runtime.cluster.executors import GPU_TASKS
 
 
 class SubmitError(ValueError):

@@ -9,9 +9,11 @@ from typing import Any
 
 from rich.table import Table
 
+from curator.store.run_dir import RunDir
+
 
 def load_stats(run_dir: str | Path) -> dict[str, Any]:
-    path = Path(run_dir) / "stats.json"
+    path = RunDir(run_dir).stats_file
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: is {run_dir} a finished curator run?")
     return json.loads(path.read_text(encoding="utf-8"))
@@ -38,3 +40,30 @@ def phase_lines(stats: dict[str, Any]) -> list[str]:
     return [f"{s['name']} phases: " + ", ".join(
         f"{name} {p['seconds']:.2f} s ({p['tasks']} tasks)" for name, p in s["phases"].items())
         for s in stats["stages"] if s.get("phases")]
+
+
+def reuse_lines(reuse: dict[str, Any]) -> list[str]:
+    """What a run reused, per segment (``stats.json``'s ``reuse``); nothing for a run that
+    reused nothing."""
+    lines = []
+    for segment, entry in reuse.items():
+        if "phases" in entry:
+            phases = entry["phases"]
+            reused = [name for name, p in phases.items() if p["reused"] == p["tasks"] > 0]
+            if reused:
+                lines.append(f"{segment}: phases reused: {', '.join(reused)} "
+                             f"({len(reused)} of {len(phases)})")
+            continue
+        parts = []
+        if entry.get("reused"):
+            parts.append(f"{entry['reused']} shards reused, {entry['ran']} run")
+        if entry.get("checkpoint"):
+            parts.append(f"checkpoint read (stages before it not run): "
+                         f"{entry['checkpoint']['shards']}")
+        for what, label in (("scores", "scores kept"), ("writers", "writer files kept")):
+            if entry.get(what):
+                parts.append(f"{label}: " + ", ".join(f"{k} {n}" for k, n in
+                                                       entry[what].items()))
+        if parts:
+            lines.append(f"{segment}: " + "; ".join(parts))
+    return lines

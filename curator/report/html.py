@@ -24,6 +24,7 @@ from curator.report.svg import (
     lanes,
     legend,
 )
+from curator.store.run_dir import RunDir
 
 Stage = dict[str, Any]
 TOP_LANGUAGES = 8
@@ -41,7 +42,7 @@ STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;color:#212529;max-wid
 def write_report(run_dir: str | Path, stats: dict[str, Any] | None = None) -> Path:
     """Write ``report.html`` into the run directory and return its path."""
     stats = stats or load_stats(run_dir)
-    path = Path(run_dir) / "report.html"
+    path = RunDir(run_dir).report_file
     path.write_text(render_html(stats), encoding="utf-8")
     return path
 

@@ -20,10 +20,11 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from curator.batch import BatchResult, Failure, Shard, SourceBatch, split_by_reason
-from curator.commit import temporary_for
+from curator.commit import Commit
 from curator.counts import ScoreBins, StageCount
 from curator.io.files import list_shards
 from curator.stages import PRELOAD
+from curator.stages.context import DatasetContext
 from curator.stages.filtering import apply_rules
 
 STAGES: dict[str, type[Stage]] = {}
@@ -46,6 +47,9 @@ class Stage(BaseModel):
     #: Modules the stage imports, with the extra that installs them (``pip install curator[X]``);
     #: checked before a run starts.
     requires: ClassVar[dict[str, str]] = {}
+    #: Distributions whose version decides the stage's output (trafilatura, tokenizers): part
+    #: of the key its results are reused by (``curator.store.keys``); curator's own is always.
+    libraries: ClassVar[tuple[str, ...]] = ()
 
     name: str | None = Field(None, description="Name used in stats and --set; defaults to type.")
 
@@ -86,6 +90,12 @@ class Stage(BaseModel):
         stage's requirements are installed (``runtime.requirements.check_requirements``).
         Cheap and read-only; an override calls ``super().check()``. Nothing by default."""
 
+    def side_inputs(self) -> list[str]:
+        """Files (paths, globs or folders) the stage reads besides its documents: a tokenizer,
+        task files, a model. Their contents are part of the key its results are reused by, so
+        a file retrained in place is seen. None by default."""
+        return []
+
     def to_dict(self) -> dict[str, Any]:
         """The stage as it is written in YAML: ``type`` first, then non-default parameters."""
         return {"type": self.type, **self.model_dump(mode="json", exclude_defaults=True)}
@@ -108,6 +118,14 @@ class Source(Stage):
 
     source: str | None = Field(None, description="Value of the 'source' column (documents that "
                                "carry their own keep it); default the stage name.")
+
+    #: Parameters that only say which shards there are (``path``): not part of a shard's key,
+    #: which names the shard itself, so that adding input reuses the shards already done.
+    listing_params: ClassVar[frozenset[str]] = frozenset({"path"})
+
+    def shard_params(self) -> dict[str, Any]:
+        """``decisive`` without the listing: what decides how one shard is read."""
+        return {k: v for k, v in self.decisive().items() if k not in self.listing_params}
 
     def shards(self) -> list[Shard]:
         raise NotImplementedError
@@ -135,6 +153,10 @@ class FileSource(Source):
 # ---------------------------------------------------------------------------- batch stages
 class BatchStage(Stage):
     """A per-batch stage. ``setup`` prepares unpicklable state once per worker (models)."""
+
+    #: True for a costly stage whose output is worth keeping per shard (extraction): a later
+    #: run whose change comes after it reads those rows instead of running it again.
+    checkpoint: ClassVar[bool] = False
 
     timeout_s: float | None = Field(
         None, gt=0, description="Seconds one document may take: the stage then runs in a sandbox "
@@ -165,6 +187,18 @@ class Filter(BatchStage):
 
     #: Histogram bins per score, for stats.json and the report.
     score_bins: ClassVar[dict[str, ScoreBins]] = {}
+    #: Parameters read by ``rules`` alone (thresholds): a run that changes only these decides
+    #: again from the scores an earlier run kept, without computing them.
+    decision_params: ClassVar[frozenset[str]] = frozenset({"keep_scores"})
+
+    @property
+    def signals_apart(self) -> bool:
+        """Whether scores are computed apart from decisions (``scores`` and ``rules``)."""
+        return type(self).scores is not Filter.scores
+
+    def score_params(self) -> dict[str, Any]:
+        """``decisive`` without the decision parameters: what decides the scores."""
+        return {k: v for k, v in self.decisive().items() if k not in self.decision_params}
 
     def scores(self, batch: pa.Table) -> dict[str, pa.Array]:
         """Named score columns (one value per row)."""
@@ -179,13 +213,17 @@ class Filter(BatchStage):
         return apply_rules(batch, self.rules(self.scores(batch)), {}, False).reasons
 
     def process(self, batch: pa.Table) -> BatchResult:
-        if type(self).scores is Filter.scores:
+        if not self.signals_apart:
             return split_by_reason(batch, self.reasons(batch))
-        scores = self.scores(batch)
+        return self.decide(batch, self.scores(batch))
+
+    def decide(self, batch: pa.Table, scores: dict[str, pa.Array]) -> BatchResult:
+        """The batch split by ``rules`` over ``scores`` (computed now, or kept by a run)."""
         verdict = apply_rules(batch, self.rules(scores), scores, self.keep_scores)
         result = split_by_reason(verdict.table, verdict.reasons)
         result.rule_failures = verdict.failures
         result.scores = {name: scores[name] for name in self.score_bins if name in scores}
+        result.signals = scores
         return result
 
 
@@ -196,11 +234,11 @@ class ShardContext:
     run_dir: Path
     stage_name: str
     shard: Shard
-    pending: list[tuple[Path, Path]]  # (temporary, final), shared by the shard's writers
+    pending: Commit  # the shard's files, shared by its writers, renamed when it commits
 
     def temporary_for(self, final: Path) -> Path:
         """A temporary name beside ``final``; renamed to ``final`` when the shard commits."""
-        return temporary_for(final, self.pending)
+        return self.pending.temporary_for(final)
 
 
 class SinkWriter(Protocol):
@@ -265,7 +303,7 @@ class DatasetStage(Stage):
     executor, removes what its decisions say, and returns the parts the next segment reads.
     """
 
-    def run_dataset(self, parts: list[Path], ctx: Any) -> DatasetResult:
+    def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
         raise NotImplementedError
 
 

@@ -43,9 +43,12 @@ class DatasetContext(Protocol):
     batch_bytes: int
 
     def run_phase(self, phase: str, fn: Callable[[Any], dict], tasks: list[Any],
-                  keys: list[str], resources: dict[str, float] | None = None) -> list[dict]:
+                  keys: list[str], resources: dict[str, float] | None = None,
+                  reads: list[Path] | None = None) -> list[dict]:
         """Map ``fn`` over ``tasks`` (each commits its own files and returns a JSON-able dict);
-        tasks finished by an earlier, cut run of the same configuration are not redone."""
+        tasks finished by an earlier, cut run of the same configuration are not redone. With
+        ``reads`` (the one part each task reads, its output depending on nothing else, named by
+        ``keys``), a task is also reused by a run whose other parts changed."""
 
     def remove(self, parts: list[Path], decide: Decide,
                resources: dict[str, float] | None = None) -> tuple[list[Path], StageCount]:

@@ -245,6 +245,9 @@ class LangId(Filter):
     type = "langid"
     requires: ClassVar[dict[str, str]] = {"fasttext": "langid"}
     score_bins: ClassVar[dict[str, ScoreBins]] = {LANG_SCORE: ScoreBins(0.0, 1.0, 20)}
+    decision_params: ClassVar[frozenset[str]] = frozenset({"keep_scores", "languages",
+                                                           "min_score"})
+    libraries: ClassVar[tuple[str, ...]] = ("fasttext-numpy2-wheel",)
 
     keep_scores: bool = Field(False, description="No effect: lang and lang_score are always "
                               "written.")
@@ -264,6 +267,9 @@ class LangId(Filter):
 
     _check_model = field_validator("model")(checked_model)
     _check_languages = field_validator("languages")(normalised_languages)
+
+    def side_inputs(self) -> list[str]:
+        return [self.model] if self.model else []
 
     def requirements(self) -> dict[str, str]:
         return model_requirements(self.requires, self.model)
@@ -338,10 +344,11 @@ class LangId(Filter):
         rules["lang_score_low"] = pc.less(score, floor)
         return rules
 
-    def process(self, batch: pa.Table) -> BatchResult:
-        scores = self.scores(batch)  # lang and lang_score are the stage's output: always kept
+    def decide(self, batch: pa.Table, scores: dict[str, pa.Array]) -> BatchResult:
+        # lang and lang_score are the stage's output: always kept
         verdict = apply_rules(batch, self.rules(scores), scores, True)
         result = split_by_reason(verdict.table, verdict.reasons)
         result.rule_failures = verdict.failures
         result.scores = {LANG_SCORE: scores[LANG_SCORE]}
+        result.signals = scores
         return result

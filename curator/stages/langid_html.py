@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 
 from curator.batch import TEXT
 from curator.counts import ScoreBins
-from curator.runtime.sandbox import each_document
+from curator.runtime.worker.sandbox import each_document
 from curator.stages.base import Filter
 from curator.stages.langid import (
     LangId,
@@ -64,6 +64,9 @@ class LangIdHtml(Filter):
 
     _check_model = field_validator("model")(checked_model)
     _check_languages = field_validator("languages")(normalised_languages)
+
+    def side_inputs(self) -> list[str]:
+        return [self.model] if self.model else []
 
     def requirements(self) -> dict[str, str]:
         return model_requirements(self.requires, self.model)

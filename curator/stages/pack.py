@@ -233,7 +233,7 @@ class Pack(TokenizingSink):
             result["metadata"] = str((out / METADATA).resolve())
         else:
             result["warnings"].append("no packs were written")
-        for tmp in out.glob(".part-*.idx.parquet.tmp"):  # left by a killed shard
+        for tmp in out.glob(".part-*.idx.parquet.*.tmp"):  # left by a killed shard
             tmp.unlink(missing_ok=True)
         return result
 

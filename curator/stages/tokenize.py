@@ -290,12 +290,13 @@ class _TokenWriter:
             if self.stage.split:
                 name += f"_{split}"
             self.writers[key] = ShardedIndexedDatasetWriter(
-                str(self.out), f"{name}_{self.ctx.shard.index:05d}",
+                str(self.out), f"{name}_{self.ctx.shard.part.removeprefix('part-')}",
                 vocab_size=self.tok.vocab_size, eod_id=self.eod,
                 max_shard_tokens=self.stage.max_shard_tokens,
                 max_shard_bytes=self.stage.max_shard_bytes, keep_empty=self.stage.keep_empty,
                 temporary=self._temporary,
-                shuffle_seed=[self.stage.seed, self.ctx.shard.index] if self.stage.shuffle
+                shuffle_seed=[self.stage.seed, xxhash.xxh3_64_intdigest(
+                    self.ctx.shard.part.encode())] if self.stage.shuffle
                 else None)
         return self.writers[key]
 

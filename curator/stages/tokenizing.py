@@ -42,6 +42,9 @@ class TokenizingSink(Sink):
             raise ValueError(str(err)) from None
         return value
 
+    def side_inputs(self) -> list[str]:
+        return [str(load_tokenizer(self.tokenizer).path)]
+
     def requirements(self) -> dict[str, str]:
         """The library that reads this kind of tokenizer file (from the tokenize extra)."""
         return {_LIBRARY[load_tokenizer(self.tokenizer).kind]: "tokenize"}

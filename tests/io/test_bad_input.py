@@ -12,7 +12,7 @@ import pytest
 import zstandard
 
 from curator import Pipeline, ReadJsonl, ReadParquet, WriteParquet
-from curator.runtime.shard_task import CurationError
+from curator.runtime.worker.shard_task import CurationError
 from tests.conftest import assert_accounting, sample_documents
 
 

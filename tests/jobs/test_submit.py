@@ -8,6 +8,7 @@ Everything else is real: the script starts a real Dask scheduler and real worker
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -214,7 +215,7 @@ def test_missing_submit_command_is_one_line(tmp_path):
 
 
 def test_a_run_directory_holding_only_jobs_is_a_fresh_run_and_force_keeps_them(tmp_path):
-    from curator.runtime.rundir import RunDir, RunDirError
+    from curator.store.run_dir import RunDir, RunDirError
 
     root = tmp_path / "run"
     (root / "jobs").mkdir(parents=True)
@@ -222,8 +223,8 @@ def test_a_run_directory_holding_only_jobs_is_a_fresh_run_and_force_keeps_them(t
     run_dir = RunDir(root)
     run_dir.prepare("a", {}, {}, force=False)  # the job's own folder is no foreign result
     (root / "write_parquet").mkdir()
-    with pytest.raises(RunDirError):
-        run_dir.prepare("b", {}, {"x": 1}, force=False)
+    run_dir.prepare("b", {}, {"x": 1}, force=False)  # another configuration: reused by key
+    assert json.loads((root / "run.json").read_text())["fingerprint"] == "b"
     run_dir.prepare("b", {}, {"x": 1}, force=True)
     assert (root / "jobs" / "curate-slurm-x.sh").exists()
     assert (root / "write_parquet").is_dir()  # no run recorded anything in it: not ours to remove

@@ -33,7 +33,7 @@ CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser",
                                                 "google-chrome"))), None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH (make test "
                                 "installs it with apt-get where it can)")
-GSM8K = Path(__file__).parents[1] / "data" / "decontaminate" / "gsm8k" / "test.jsonl.gz"
+GSM8K = Path(__file__).parents[2] / "data" / "decontaminate" / "gsm8k" / "test.jsonl.gz"
 KEPT_GREEN = (0x2B, 0x8A, 0x3E)
 
 

@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from curator import halt as hook
+from tests.published import VOLATILE
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Fields that differ between two runs of the same bytes: timings, and when and where a record
 #: saw a file it names (``seen``: its mtime and inode).
-TIMING = {"seconds", "executor_start_seconds", "timeline", "seen"}
+TIMING = VOLATILE  # one list of what varies between equal runs: tests/published.py
 #: Files of a run that are not output bytes: the config it was started with, and the files that
 #: hold timings (compared without them by :func:`stats` and :func:`manifests`).
 NOT_OUTPUT = {"run.json", "stats.json", "report.html"}

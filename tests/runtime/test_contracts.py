@@ -24,10 +24,10 @@ from curator import (
     ReadJsonl,
     WriteParquet,
 )
-from curator.runtime.rundir import RunDirError
 from curator.stages.base import STAGES
 from curator.tokenization.training import train_bpe
 from tests.conftest import assert_accounting, sample_documents, write_parts
+from tests.published import part_files, published_differences
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +55,12 @@ def test_each_writer_of_a_segment_writes_under_its_own_name(tmp_path, two_dumps)
     Pipeline([ReadJsonl(path=f"{en}/*.jsonl"), Pack(tokenizer=str(tok / "tokenizer.json"),
                                                     pack_size=4096, truncate=True),
               WriteParquet()], output=str(run)).run(executor="local", progress=False)
+    written = [p.name.removesuffix(".parquet") for p in part_files(run / "write_parquet")]
+    packed = [p.name.removesuffix(".idx.parquet")
+              for p in part_files(run / "pack", ".idx.parquet")]
+    assert len(written) == 2 and packed == written
     assert sorted(p.name for p in (run / "write_parquet").iterdir()) == \
-        ["part-00000.parquet", "part-00001.parquet"]
-    assert sorted(p.name for p in (run / "pack").glob("*.idx.parquet")) == \
-        ["part-00000.idx.parquet", "part-00001.idx.parquet"]
+        [f"{name}.parquet" for name in written]
     assert pq.read_table(run / "write_parquet").num_rows > 0
 
 
@@ -79,8 +81,10 @@ def _probe_class(default: int, version: int) -> type[Filter]:
 
 
 @pytest.mark.parametrize("upgrade", [{"default": 6, "version": 1}, {"default": 5, "version": 2}])
-def test_an_upgrade_that_changes_a_default_or_the_code_is_not_resumed(tmp_path, two_dumps,
+def test_an_upgrade_that_changes_a_default_or_the_code_is_recomputed(tmp_path, two_dumps,
                                                                       upgrade):
+    """A run reuses a shard only under the key the new code computes: a changed default or
+    code version runs every shard again, and the output is the new code's."""
     en, _ = two_dumps
     config = f"""
 name: probe
@@ -93,11 +97,12 @@ stages:
         _probe_class(5, 1)
         Pipeline.from_yaml(config).run(output=tmp_path / "run", executor="local", progress=False)
         _probe_class(**upgrade)
-        again = Pipeline.from_yaml(config)
-        with pytest.raises(RunDirError) as err:
-            again.run(output=tmp_path / "run", executor="local", progress=False)
-        changed = "limit: 5 → 6" if upgrade["default"] == 6 else "version: 1 → 2"
-        assert changed in str(err.value)
+        again = Pipeline.from_yaml(config).run(output=tmp_path / "run", executor="local",
+                                               progress=False)
+        assert again.shards_skipped == 0 and again.shards_run == len(list(en.glob("*.jsonl")))
+        Pipeline.from_yaml(config).run(output=tmp_path / "scratch", executor="local",
+                                       progress=False)
+        assert published_differences(tmp_path / "run", tmp_path / "scratch") == []
     finally:
         STAGES.pop("fingerprint_probe", None)
 
@@ -134,9 +139,12 @@ def test_two_sources_feed_one_output_with_their_source_and_tokens_per_source(tmp
     table = pq.read_table(run / "write_parquet")
     assert dict(zip(table.column("id").to_pylist(), table.column("source").to_pylist(),
                     strict=True)) == expected
-    # shards listed in pipeline order: the first source's files first
-    first = pq.read_table(run / "write_parquet" / "part-00000.parquet")
-    assert set(first.column("source").to_pylist()) == {"speeches"}
+    # each shard's part is named after the source stage that listed it, and holds its documents
+    for part in part_files(run / "write_parquet"):
+        stage = "aozora" if part.name.startswith("part-aozora_") else "read_jsonl"
+        assert part.name.startswith(f"part-{stage}_")
+        assert set(pq.read_table(part).column("source").to_pylist()) == {
+            "aozora" if stage == "aozora" else "speeches"}
     stats = json.loads((run / "stats.json").read_text())
     by_name = {s["name"]: s for s in stats["stages"]}
     assert by_name["read_jsonl"]["kept"] + by_name["aozora"]["kept"] == \
@@ -145,8 +153,9 @@ def test_two_sources_feed_one_output_with_their_source_and_tokens_per_source(tmp
     assert set(tokens["by_source"]) == {"speeches", "aozora"}
     blend = json.loads((run / "tokens" / "blend.json").read_text())["splits"]["train"]["sources"]
     assert {s: [Path(p["prefix"]).name for p in blend[s]["shards"]] for s in blend} == {
-        "speeches": [f"tokenize_speeches_{i:05d}_00000_text_document" for i in (0, 1)],
-        "aozora": [f"tokenize_aozora_{i:05d}_00000_text_document" for i in (2, 3)]}
+        source: [f"tokenize_{source}_{p.stem.removeprefix('part-')}_00000_text_document"
+                 for p in part_files(run / "write_parquet") if p.name.startswith(f"part-{stage}_")]
+        for source, stage in (("speeches", "read_jsonl"), ("aozora", "aozora"))}
     assert blend["speeches"]["weight"] > 0 and blend["aozora"]["weight"] > 0
 
 

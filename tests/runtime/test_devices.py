@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from curator import FuzzyDedup, Pipeline, ReadJsonl, WriteParquet
 from curator.batch import BatchResult
 from curator.pipeline import ExecutorConfig
-from curator.runtime.executors import gpu_count
+from curator.runtime.cluster.executors import gpu_count
 from curator.stages.base import BatchStage
 from tests.conftest import assert_accounting, write_shards
 

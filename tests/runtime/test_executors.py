@@ -170,7 +170,7 @@ def _most_at_once(intervals: set[tuple[float, float]]) -> int:
 def test_two_gpu_workers_share_one_card_each_with_parts_in_flight(tmp_path, monkeypatch):
     """CUDA_VISIBLE_DEVICES=0,0: two GPU workers on device 0; each runs up to GPU_TASKS GPU
     tasks at once (parts in flight), never more, and GPU tasks run nowhere else."""
-    from curator.runtime.executors import GPU_TASKS
+    from curator.runtime.cluster.executors import GPU_TASKS
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,0")
     seen = _spans_by_worker(tmp_path, RecordGpuSlot(), 16)

@@ -15,9 +15,10 @@ import pytest
 
 from curator import Pipeline, ReadJsonl, WriteParquet
 from curator.batch import BatchResult
-from curator.runtime.shard_task import CurationError
+from curator.runtime.worker.shard_task import CurationError
 from curator.stages.base import BatchStage
 from tests.conftest import ROOT, assert_accounting, write_shards
+from tests.published import part_files
 
 N = 20_000
 
@@ -74,7 +75,7 @@ def test_a_few_poison_documents_fail_alone_in_few_calls(tmp_path):
     stage = assert_accounting(tmp_path / "run")["stages"][1]
     assert (stage["in"], stage["kept"], stage["failed"]) == (N, N - 3, 3)
     errors = [json.loads(line) for line in
-              (tmp_path / "run" / "errors" / "test_explode" / "part-00000.jsonl").open()]
+              part_files(tmp_path / "run" / "errors" / "test_explode", ".jsonl")[0].open()]
     assert [e["id"] for e in errors] == [f"d{i}" for i in sorted(poisoned)]
     assert {e["file"] for e in errors} == {"in.jsonl"}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import assert_accounting
+from tests.published import published
 from tests.runtime import killing
 
 POINTS = {p.name.split("@")[0]: p for p in killing.fuzzy_points()}
@@ -39,10 +40,7 @@ def one_task_case(tmp_path_factory, case):
     reference = killing.reference_run(config, base / "run", base / "reference", base / "ref.log")
     stats = killing.stats(reference)
     assert list(stats["stages"][2]["phases"]) == ["signatures", "edges", "components", "remove"]
-    def published(run) -> dict[str, bytes]:  # outputs, rejected/, errors/: not the work files
-        return {k: v for k, v in killing.outputs(run).items() if not k.startswith("_work")}
-
-    assert published(reference) == published(case[2]) != {}
+    assert published(reference) == published(case[2]) != {}  # the published files alone
     return config, base / "run", reference
 
 

@@ -7,7 +7,7 @@ import psutil
 import pyarrow as pa
 import pytest
 
-from curator.runtime.memory import memory_returned
+from curator.runtime.worker.memory import memory_returned
 
 MB = 1 << 20
 

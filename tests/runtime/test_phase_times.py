@@ -47,7 +47,9 @@ def test_exact_dedup_phases_and_resume(shards, tmp_path, dask_scheduler):
 
     # The same command again: every phase is found done and keeps the first run's seconds.
     again = pipeline.run(output=run, scheduler=dask_scheduler, progress=False).stats
-    assert _stage(again, "exact_dedup")["phases"] == phases
+    assert _stage(again, "exact_dedup")["phases"] == {
+        name: {**entry, "reused": entry["tasks"]} for name, entry in phases.items()}
+    assert all(entry["reused"] == 0 for entry in phases.values())
 
     # A run cut after the group phase: hash and group keep their seconds, remove is run anew.
     saved = json.loads(next((run / "_manifests").glob("segment-*/phases.json")).read_text())
@@ -56,8 +58,9 @@ def test_exact_dedup_phases_and_resume(shards, tmp_path, dask_scheduler):
         marker.unlink()
     resumed = _stage(pipeline.run(output=run, scheduler=dask_scheduler, progress=False).stats,
                      "exact_dedup")["phases"]
-    assert resumed["hash"] == phases["hash"] and resumed["group"] == phases["group"]
-    assert resumed["remove"]["tasks"] == N_SHARDS
+    for name in ("hash", "group"):
+        assert resumed[name] == {**phases[name], "reused": phases[name]["tasks"]}
+    assert resumed["remove"]["tasks"] == N_SHARDS and resumed["remove"]["reused"] == 0
 
     result = CliRunner().invoke(app, ["report", str(run)])
     assert result.exit_code == 0, result.output

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from curator.runtime import run_lock as run_lock_module
-from curator.runtime.run_lock import LOCK_FILE, RunLocked, _boot_id, _proc_stat, run_lock
+from curator.runtime.driver import run_lock as run_lock_module
+from curator.runtime.driver.run_lock import LOCK_FILE, RunLocked, _boot_id, _proc_stat, run_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(120)
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.timeout(120)
 CHILD = r"""
 import sys
 from pathlib import Path
-from curator.runtime.run_lock import RunLocked, run_lock
+from curator.runtime.driver.run_lock import RunLocked, run_lock
 if sys.argv[2] == "go":
     sys.stdin.readline()
 try:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from curator.cli import app
 from tests.conftest import assert_accounting, write_shards
+from tests.published import shard_parts
 from tests.runtime import killing
 
 runner = CliRunner()
@@ -55,7 +56,7 @@ def test_force_recomputes_and_removes_only_what_the_run_wrote(tmp_path):
     assert _run(_simple_config(tmp_path), run_dir).exit_code == 0
     (run_dir / "notes.txt").write_text("mine")
     (run_dir / "write_parquet" / "README.md").write_text("mine too")
-    (run_dir / "rejected" / "length_filter" / "part-00001.parquet").write_bytes(b"stale")
+    (run_dir / "rejected" / "length_filter" / "part-stale.parquet").write_bytes(b"stale")
     changed = _simple_config(tmp_path, min_chars=5000)
     forced = _run(changed, run_dir, "--force")
     assert forced.exit_code == 0, forced.output
@@ -108,27 +109,27 @@ def _rewritten(before: dict[str, int], after: dict[str, int]) -> set[str]:
 
 DAMAGE = {
     # (kill point or None for a finished run, what to damage, what it names, files rewritten)
-    "intermediate-flipped": ("phase-task:hash@2", "_work/segment-00/part-00001-0000.parquet",
-                             "flip"),
-    "intermediate-deleted": ("phase-task:hash@2", "_work/segment-00/part-00002-0000.parquet",
+    # {k}: the k-th input shard's part name
+    "intermediate-flipped": ("phase-task:hash@2", "_work/segment-00/{1}-0000.parquet", "flip"),
+    "intermediate-deleted": ("phase-task:hash@2", "_work/segment-00/{2}-0000.parquet",
                              "delete"),
     "phase-file-deleted": ("phase-task:group@2", "_work/segment-01/hash", "delete-one"),
-    "marker-empty": ("phase-task:group@2", "_work/segment-01/hash/_done/part-00003.json",
+    "marker-empty": ("phase-task:group@2", "_work/segment-01/hash/_done/{3}-0000.json",
                      "empty"),
     "marker-deleted": ("phase-task:remove@2", "_work/segment-01/group/_done/bucket-00001.json",
                        "delete"),
-    "commit-then-published": ("shard-commit:segment-02@3", "write_parquet/part-00000.parquet",
+    "commit-then-published": ("shard-commit:segment-02@3", "write_parquet/{0}-0000.parquet",
                               "rewrite"),
-    "manifest-empty": (None, "_manifests/segment-00/part-00004.json", "empty"),
+    "manifest-empty": (None, "_manifests/segment-00/{4}.json", "empty"),
     # a published file is checked by size, mtime and inode (then checksum): a rewrite shows
-    "published-flipped": (None, "write_parquet/part-00002.parquet", "rewrite"),
-    "published-deleted": (None, "rejected/length_filter/part-00001.parquet", "delete"),
+    "published-flipped": (None, "write_parquet/{2}-0000.parquet", "rewrite"),
+    "published-deleted": (None, "rejected/length_filter/{1}.parquet", "delete"),
     "run-json-empty": (None, "run.json", "empty"),
 }
 
 
 def _damage(run_dir: Path, target: str, how: str) -> Path:
-    path = run_dir / target
+    path = run_dir / target.format(*shard_parts(run_dir))
     if how == "delete-one":  # a file a phase task wrote (not its marker)
         path = sorted(p for p in path.rglob("*") if p.is_file() and "_done" not in p.parts)[1]
         how = "delete"
@@ -176,15 +177,18 @@ def test_curate_verify_names_every_damaged_file(dedup_case, tmp_path):
     clean = runner.invoke(app, ["verify", str(run_dir)])
     assert clean.exit_code == 0, clean.output
     assert "whole" in clean.output
-    _flip(run_dir / "write_parquet" / "part-00001.parquet")
-    (run_dir / "_work" / "segment-00" / "part-00003-0000.parquet").unlink()
-    (run_dir / "_work" / "segment-01" / "hash" / "_done" / "part-00000.json").write_text("{")
+    parts = shard_parts(run_dir)
+    _flip(run_dir / "write_parquet" / f"{parts[1]}-0000.parquet")
+    (run_dir / "_work" / "segment-00" / f"{parts[3]}-0000.parquet").unlink()
+    (run_dir / "_work" / "segment-01" / "hash" / "_done" / f"{parts[0]}-0000.json").write_text(
+        "{")
     (run_dir / "run.json").write_bytes(b"")
     result = runner.invoke(app, ["verify", str(run_dir)])
     assert result.exit_code == 1
     text = " ".join(result.output.split())
-    for name in ("write_parquet/part-00001.parquet", "segment-00/part-00003-0000.parquet",
-                 "hash/_done/part-00000.json", "run.json"):
+    for name in (f"write_parquet/{parts[1]}-0000.parquet",
+                 f"segment-00/{parts[3]}-0000.parquet", f"hash/_done/{parts[0]}-0000.json",
+                 "run.json"):
         assert name in text, text
     assert "4 damaged" in text
 

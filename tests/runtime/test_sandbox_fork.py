@@ -16,8 +16,8 @@ import pyarrow as pa
 import pytest
 
 from curator.batch import BatchResult
-from curator.runtime import sandbox
-from curator.runtime.sandbox import Sandbox, each_document, run_sandboxed
+from curator.runtime.worker import sandbox
+from curator.runtime.worker.sandbox import Sandbox, each_document, run_sandboxed
 from curator.stages.base import BatchStage
 from tests.runtime import fault_stages
 from tests.runtime.fault_stages import Marked

@@ -14,6 +14,7 @@ import pytest
 from curator import ExactDedup, LengthFilter, Pipeline, ReadJsonl, WriteParquet
 from curator.commit import checksum
 from tests.conftest import sample_documents
+from tests.published import part_files, shard_parts
 
 DOCS = sample_documents()
 
@@ -116,7 +117,7 @@ def test_a_field_first_seen_late_gives_the_bytes_of_one_batch(tmp_path, row_grou
         Pipeline([ReadJsonl(path=f"{folder}/*.jsonl"), WriteParquet(row_group_rows=row_group_rows)],
                  name="late", batch_bytes=batch_bytes).run(output=run, executor="local",
                                                            progress=False)
-        outputs.append((run / "write_parquet" / "part-00000.parquet").read_bytes())
+        outputs.append(part_files(run / "write_parquet")[0].read_bytes())
         table = pq.read_table(run / "write_parquet")
         assert table.column_names == ["id", "text", "source", "tag"]
         assert table.column("tag").to_pylist() == [None] * 100 + [str(i) for i in range(100, 150)] \
@@ -136,24 +137,25 @@ def test_a_run_killed_while_unifying_resumes_to_the_same_bytes(inputs, tmp_path)
         alone.mkdir()
         shutil.copy(inputs / f"{name}.jsonl", alone / f"{name}.jsonl")
         _pipeline(alone).run(output=tmp_path / f"run-{name}", executor="local", progress=False)
-        shard_level[k] = (tmp_path / f"run-{name}" / "write_parquet" / "part-00000.parquet")
+        shard_level[k] = part_files(tmp_path / f"run-{name}" / "write_parquet")[0]
         assert pq.read_schema(shard_level[k]) != pq.read_schema(
-            reference / "write_parquet" / f"part-0000{k}.parquet")
+            part_files(reference / "write_parquet")[k])
     run = tmp_path / "run"
     shutil.copytree(reference, run)
-    manifest_1 = run / "_manifests" / "segment-00" / "part-00001.json"
-    shutil.copy(shard_level[1], run / "write_parquet" / "part-00001.parquet")
+    parts = shard_parts(run)
+    manifest_1 = run / "_manifests" / "segment-00" / f"{parts[1]}.json"
+    shutil.copy(shard_level[1], run / "write_parquet" / f"{parts[1]}.parquet")
     manifest = json.loads(manifest_1.read_text())
     for file in manifest["files"]:
-        if file["path"] == "write_parquet/part-00001.parquet":  # the shard's own file, recorded
+        if file["path"] == f"write_parquet/{parts[1]}.parquet":  # the shard's own file, recorded
             file.update(bytes=shard_level[1].stat().st_size, xxh3_128=checksum(shard_level[1]))
     manifest_1.write_text(json.dumps(manifest))
-    shutil.copy(shard_level[2], run / "write_parquet" / "part-00002.parquet")
-    shutil.copy(reference / "write_parquet" / "part-00002.parquet",
-                run / "write_parquet" / ".part-00002.parquet.tmp")
+    shutil.copy(shard_level[2], run / "write_parquet" / f"{parts[2]}.parquet")
+    shutil.copy(reference / "write_parquet" / f"{parts[2]}.parquet",
+                run / "write_parquet" / f".{parts[2]}.parquet.1-0.tmp")
     (run / "stats.json").unlink()
     assert shard_level[2].stat().st_size != (reference / "write_parquet" /
-                                             "part-00002.parquet").stat().st_size
+                                             f"{parts[2]}.parquet").stat().st_size
 
     resumed = _pipeline(inputs).run(output=run, executor="local", progress=False)
     assert resumed.shards_run == 1  # part 2: its file does not match its manifest
@@ -201,5 +203,5 @@ def test_row_groups_of_thousands_of_rows_do_not_depend_on_batching(tmp_path):
         run = tmp_path / f"run-{batch_bytes}"
         Pipeline([ReadJsonl(path=f"{folder}/*.jsonl"), WriteParquet()], name="many",
                  batch_bytes=batch_bytes).run(output=run, executor="local", progress=False)
-        outputs.append((run / "write_parquet" / "part-00000.parquet").read_bytes())
+        outputs.append(part_files(run / "write_parquet")[0].read_bytes())
     assert outputs[0] == outputs[1]

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 import curator
-from curator.runtime.executors import DaskExecutor, ExecutorPool
+from curator.runtime.cluster.executors import DaskExecutor, ExecutorPool
 from curator.stages import BUILTIN_STAGES, BuiltinStage
 from curator.stages.base import stage_class
 from curator.stages.dedup.fuzzy import FuzzyDedup
@@ -49,11 +49,11 @@ def test_worker_processes_fork_with_the_preloaded_modules():
     # A fresh interpreter: the fork server is started once per process, with the first list.
     script = textwrap.dedent(f"""
         import sys
-        from curator.runtime.executors import DaskExecutor
+        from curator.runtime.cluster.executors import DaskExecutor
         ex = DaskExecutor(workers=1, processes=True, preload=[{NUMBA!r}])
         def probe():
             import dask
-            return ({NUMBA!r} in sys.modules, "curator.runtime.shard_task" in sys.modules,
+            return ({NUMBA!r} in sys.modules, "curator.runtime.worker.shard_task" in sys.modules,
                     dask.config.get("distributed.worker.profile.enabled"),
                     dask.config.get("distributed.admin.tick.interval"))
         print(list(ex.client.run(probe).values()))
@@ -100,7 +100,7 @@ EXTRACT = "stages:\n  - {type: read_warc, path: x}\n  - {type: extract_html}\n"
 def test_curate_run_starts_the_fork_server_before_the_cli_loads(tmp_path):
     started, running, modules = _early(tmp_path, EXTRACT).split(" ", 2)
     assert (started, running) == ("True", "True")
-    assert {"curator.stages.extract.html", "trafilatura", "curator.runtime.shard_task"} <= \
+    assert {"curator.stages.extract.html", "trafilatura", "curator.runtime.worker.shard_task"} <= \
         set(modules.split())
 
 

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from curator.cli import app
 from curator.io.latex_project import InputTooLarge, resolve_inputs
-from curator.runtime.sandbox import release_all
+from curator.runtime.worker.sandbox import release_all
 from curator.stages.extract.latex import ExtractLatex
 from curator.stages.extract.latex_text import LatexTooLarge, latex_to_text, leftover_commands
 from curator.stages.sources.arxiv import ArxivSource, arxiv_id

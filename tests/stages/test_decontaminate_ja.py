@@ -29,7 +29,7 @@ from curator.stages.decontaminate.index import NgramSizes
 from tests.conftest import ROOT, assert_accounting, write_parts
 from tests.stages.decontaminate_reference import is_cjk, mostly_cjk, plant, units, variant
 
-DATA = ROOT / "tests" / "data" / "decontaminate"
+DATA = ROOT / "data" / "decontaminate"
 SAMPLE = ROOT / "data" / "sample"
 JCQA = DATA / "jglue/jcommonsenseqa-v1.3/test-v1.3.json.gz"
 JSQUAD = DATA / "jglue/jsquad-v1.3/test-v1.3.json.gz"

@@ -1,7 +1,8 @@
-"""Task specs: every ready-made spec reads its benchmark as the publisher ships it (the local
-copies, and tiny files written here in the documented format of those without one: HellaSwag,
-SQuAD, the original PIQA/Winogrande/ARC/TriviaQA/LAMBADA/MMLU files, Hugging Face Parquet);
-custom tasks; a bad task file stops the run with one line naming the file, line and field."""
+"""Task specs: every ready-made spec reads its benchmark as the publisher ships it (the copies
+bundled in data/decontaminate/, PIQA and TriviaQA from the team's corpus where it is there, and
+tiny files written here in the documented format of those without one: HellaSwag, SQuAD, the
+original PIQA/Winogrande/ARC/TriviaQA/LAMBADA/MMLU files, Hugging Face Parquet); custom tasks; a
+bad task file stops the run with one line naming the file, line and field."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import csv
 import gzip
 import io
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,8 +25,11 @@ from curator.stages.decontaminate import SPECS, Decontaminate, Task
 from curator.stages.decontaminate.tasks import task_items
 from tests.conftest import ROOT, write_parts
 
-DATA = ROOT / "tests" / "data" / "decontaminate"
+DATA = ROOT / "data" / "decontaminate"
 LLM_FOUNDRY = DATA / "llm_foundry"
+# Benchmarks no licence lets us redistribute (data/decontaminate/README.md): read from the
+# team's evaluation corpus (CURATOR_CORPUS, else ../shared/corpus) where it is there.
+CORPUS = Path(os.environ.get("CURATOR_CORPUS", ROOT.parent / "shared" / "corpus"))
 
 
 def _read(path: Path) -> str:
@@ -43,10 +48,8 @@ SHIPPED = [  # spec, file, items
     ("gsm8k", "gsm8k/test.jsonl.gz", 1319), ("mmlu", "mmlu/mmlu_test.csv.gz", 1280),
     ("humaneval", "humaneval/HumanEval.jsonl.gz", 164),
     ("truthfulqa", "truthfulqa/TruthfulQA.csv.gz", 817),
-    ("piqa", "llm_foundry/piqa.jsonl.gz", 1838),
     ("winogrande", "llm_foundry/winogrande.jsonl.gz", 1267),
     ("arc", "llm_foundry/arc_challenge.jsonl.gz", 1172),
-    ("triviaqa", "llm_foundry/triviaqa_sm_sub.jsonl.gz", 1000),
     ("lambada", "llm_foundry/lambada_openai.jsonl.gz", 1000),
     ("jcommonsenseqa", "jglue/jcommonsenseqa-v1.3/test-v1.3.json.gz", 1118),
     ("jsquad", "jglue/jsquad-v1.3/test-v1.3.json.gz", 1159),
@@ -54,6 +57,11 @@ SHIPPED = [  # spec, file, items
     ("jemhopqa", "jemhopqa/dev_ver1.2.json.gz", 120),
     ("niilc", "niilc/NIILC-ECQA2015_test.xml.gz", 200),
     ("jmmlu", "jmmlu/anatomy.csv.gz", 132)]
+NOT_BUNDLED = [  # spec, file of the corpus, items, why it is not in data/decontaminate/
+    ("piqa", "benchmarks/llm_foundry_gauntlet/piqa.jsonl.gz", 1838,
+     "PIQA's publishers state no licence"),
+    ("triviaqa", "benchmarks/llm_foundry_gauntlet/triviaqa_sm_sub.jsonl.gz", 3000,
+     "TriviaQA's publishers state no licence for its data")]
 
 
 def test_the_required_benchmarks_have_ready_made_specs():
@@ -67,6 +75,18 @@ def test_each_spec_reads_the_shipped_file(spec, file, count):
     items = _items(spec, DATA / file)
     assert len(items) == count
     assert len({i.id for i in items}) == count  # ids name the items
+    assert all(i.texts for i in items)
+
+
+@pytest.mark.parametrize(("spec", "file", "count", "why"), NOT_BUNDLED)
+def test_each_spec_reads_a_benchmark_that_is_not_bundled(spec, file, count, why):
+    path = CORPUS / file
+    if not path.is_file():
+        pytest.skip(f"{spec}: not bundled ({why}, so it may not be redistributed); set "
+                    f"CURATOR_CORPUS to the team's evaluation corpus to read {file} from it")
+    items = _items(spec, path)
+    assert len(items) == count
+    assert len({i.id for i in items}) == count
     assert all(i.texts for i in items)
 
 
@@ -113,15 +133,15 @@ def _lines(records: list[dict]) -> str:
 
 @pytest.fixture(scope="module")
 def real():
-    """Real items of the local copies, to fill the publishers' formats."""
-    piqa = _jsonl(LLM_FOUNDRY / "piqa.jsonl.gz")[:2]
-    arc = _jsonl(LLM_FOUNDRY / "arc_challenge.jsonl.gz")[:2]
-    trivia = _jsonl(LLM_FOUNDRY / "triviaqa_sm_sub.jsonl.gz")[:2]
+    """Real items of the bundled copies, to fill the publishers' formats. PIQA, TriviaQA and
+    HellaSwag are not bundled (data/decontaminate/README.md): ARC-Challenge's questions and
+    choices fill their formats."""
+    arc = _jsonl(LLM_FOUNDRY / "arc_challenge.jsonl.gz")
     lambada = _jsonl(LLM_FOUNDRY / "lambada_openai.jsonl.gz")[:2]
     squad = json.loads(_read(DATA / "jglue/jsquad-v1.3/test-v1.3.json.gz"))["data"][0]
     mmlu = list(csv.reader(io.StringIO(_read(DATA / "mmlu/mmlu_test.csv.gz"))))[1:3]
-    return {"piqa": piqa, "arc": arc, "trivia": trivia, "lambada": lambada, "squad": squad,
-            "mmlu": mmlu}
+    return {"arc": arc[:2], "for_piqa": arc[2:4], "for_hellaswag": arc[4:6],
+            "for_triviaqa": arc[6:8], "lambada": lambada, "squad": squad, "mmlu": mmlu}
 
 
 def _question(query: str) -> str:
@@ -129,13 +149,13 @@ def _question(query: str) -> str:
 
 
 def test_publisher_formats_without_a_local_copy(real, tmp_path):
-    piqa, arc, trivia, lambada = real["piqa"], real["arc"], real["trivia"], real["lambada"]
+    arc, lambada = real["arc"], real["lambada"]
     cases = []
     # HellaSwag, rowanz/hellaswag data/hellaswag_val.jsonl (and the same fields on the Hub)
     swag = [{"ind": 24 + i, "activity_label": "Home", "ctx_a": _question(r["query"]),
              "ctx_b": "", "ctx": _question(r["query"]), "split": "val",
              "split_type": "indomain", "label": r["gold"], "endings": r["choices"],
-             "source_id": f"wikihow~{i}"} for i, r in enumerate(piqa)]
+             "source_id": f"wikihow~{i}"} for i, r in enumerate(real["for_hellaswag"])]
     cases.append(("hellaswag", _write(tmp_path / "hellaswag_val.jsonl", _lines(swag)),
                   ["24", "25"], [s["ctx"] for s in swag], swag[0]["endings"]))
     cases.append(("hellaswag", _write(tmp_path / "hellaswag.parquet", pa.Table.from_pylist(swag)),
@@ -160,7 +180,7 @@ def test_publisher_formats_without_a_local_copy(real, tmp_path):
                   ids, [p["context"] for p in paragraphs], flat[0]["answers"]["text"]))
     # PIQA, ybisk.github.io/piqa valid.jsonl (labels in valid-labels.lst)
     goals = [{"goal": _question(r["query"]), "sol1": r["choices"][0], "sol2": r["choices"][1]}
-             for r in piqa]
+             for r in real["for_piqa"]]
     cases.append(("piqa", _write(tmp_path / "valid.jsonl", _lines(goals)),
                   ["valid.jsonl line 1", "valid.jsonl line 2"], [g["goal"] for g in goals],
                   [goals[0]["sol1"], goals[0]["sol2"]]))
@@ -186,9 +206,11 @@ def test_publisher_formats_without_a_local_copy(real, tmp_path):
             "answerKey": r["answerKey"]} for r in arc_rows]
     cases.append(("arc", _write(tmp_path / "test.parquet", pa.Table.from_pylist(hub)),
                   ["Mercury_0", "Mercury_1"], stems, arc[0]["choices"]))
-    # TriviaQA, qa/verified-web-dev.json, and mandarjoshi/trivia_qa Parquet
-    questions = [r["context"].removeprefix("Question: ").removesuffix("\nAnswer:")
-                 for r in trivia]
+    # TriviaQA, qa/verified-web-dev.json, and mandarjoshi/trivia_qa Parquet (an ARC question
+    # and its right choice in llm-foundry's TriviaQA fields)
+    trivia = [{"answer": r["choices"][r["gold"]], "aliases": [r["choices"][r["gold"]]]}
+              for r in real["for_triviaqa"]]
+    questions = [_question(r["query"]) for r in real["for_triviaqa"]]
     data = [{"Answer": {"Aliases": r["aliases"], "NormalizedValue": r["answer"].lower(),
                         "Type": "WikipediaEntity", "Value": r["answer"]},
              "EntityPages": [], "Question": q, "QuestionId": f"tc_{i}",
@@ -342,14 +364,15 @@ stages:
 
 
 def test_a_pipeline_reads_publisher_files_from_yaml_and_finds_their_items(real, tmp_path):
-    """ARC as AI2 ships it (JSON lines) and TriviaQA's JSON, planted into real articles."""
+    """ARC as AI2 ships it (JSON lines), planted into real documents (public-domain novels)."""
     arc = real["arc"][0]
     stem = _question(arc["query"])
     record = {"id": "Mercury_1", "question": {"stem": stem, "choices": [
         {"text": c, "label": "ABCD"[k]} for k, c in enumerate(arc["choices"])]},
         "answerKey": "A"}
     arc_file = _write(tmp_path / "ARC-Challenge-Test.jsonl", _lines([record]))
-    hosts = _jsonl(DATA / "hosts/articles_en.jsonl.gz")[:6]
+    hosts = [{"id": d["id"], "text": d["text"]}
+             for d in _jsonl(DATA / "hosts/books_en.jsonl.gz")[:6]]
     hosts[2]["text"] = hosts[2]["text"][:1000] + " " + stem.lower() + " " + \
         hosts[2]["text"][1000:]
     folder = tmp_path / "in"

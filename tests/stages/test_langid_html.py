@@ -16,9 +16,9 @@ pytest.importorskip("trafilatura")
 from curator import ExtractHtml, LangId, LangIdHtml, Pipeline, ReadWarc, WriteParquet
 from curator.batch import Shard
 from curator.io.warc import read_warc_batches
-from curator.runtime.budget import FailureBudget
-from curator.runtime.isolation import apply_stage
-from curator.runtime.sandbox import release_all
+from curator.runtime.worker.budget import FailureBudget
+from curator.runtime.worker.isolation import apply_stage
+from curator.runtime.worker.sandbox import release_all
 from tests.conftest import assert_accounting, require_lid_model
 
 require_lid_model()

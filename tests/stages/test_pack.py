@@ -23,6 +23,7 @@ from curator.stages.tokenize import EMPTY_REASON
 from curator.tokenization.loading import Tokenizer, load_tokenizer
 from curator.tokenization.training import train_bpe
 from tests.conftest import SAMPLE, assert_accounting, deal, write_parts
+from tests.published import part_files
 
 SFT = SAMPLE / "sft" / "gsm8k_test_every4th.jsonl.gz"
 PACK_SIZE = 512
@@ -141,7 +142,7 @@ def test_packs_hold_every_kept_document_with_loss_on_the_answer(run_a, shards, t
     all_rows, removed = [], {}
     for s, part in enumerate(shards):
         expected, reasons = _expected(part, tok)
-        got, rows = _read_packs(run_a / "pack" / f"part-{s:05d}.idx.parquet")
+        got, rows = _read_packs(part_files(run_a / "pack", ".idx.parquet")[s])
         assert got == Counter({k[:2]: n for k, n in expected.items()}), s
         all_rows += rows
         removed.update(reasons)
@@ -180,9 +181,11 @@ def test_rerun_after_a_cut_shard_and_other_executors_give_identical_bytes(
     # a run cut short: shard 1 never committed, a half-written pack file left behind
     rerun = tmp_path / "a"
     shutil.copytree(run_a, rerun)
-    (rerun / "_manifests" / "segment-00" / "part-00001.json").unlink()
-    (rerun / "pack" / "part-00001.idx.parquet").unlink()
-    for part in ("part-00001", "part-00002"):  # shard 2's: a kill after a commit's rename
+    parts = [p.name.removesuffix(".idx.parquet") for p in part_files(rerun / "pack",
+                                                                      ".idx.parquet")]
+    (rerun / "_manifests" / "segment-00" / f"{parts[1]}.json").unlink()
+    (rerun / "pack" / f"{parts[1]}.idx.parquet").unlink()
+    for part in parts[1:3]:  # shard 2's: a kill after a commit's rename
         (rerun / "pack" / f".{part}.idx.parquet.tmp").write_bytes(b"PAR1" + b"\0" * 99)
     result = _pipeline(input_glob, tok_path, rerun).run(scheduler=dask_scheduler, progress=False)
     assert (result.shards_run, result.shards_skipped) == (1, N_SHARDS - 1)
@@ -204,7 +207,7 @@ def test_truncate_cuts_long_sequences_and_removes_long_prompts(input_glob, tok_p
     truncated = removed = 0
     for s, part in enumerate(shards):
         expected, reasons = _expected(part, tok, truncate=True)
-        got, _ = _read_packs(out / "pack" / f"part-{s:05d}.idx.parquet")
+        got, _ = _read_packs(part_files(out / "pack", ".idx.parquet")[s])
         assert got == Counter({k[:2]: n for k, n in expected.items()}), s
         assert reasons[f"long-prompt-{s}"] == PROMPT_REASON
         assert (tuple(tok.encode(part[7]["input"])) + tuple(tok.encode(part[7]["output"])))[
@@ -222,7 +225,7 @@ def test_plain_packing_without_prompt_or_eod(input_glob, tok_path, tok, shards, 
         executor="local", progress=False)
     for s, part in enumerate(shards):
         expected, _ = _expected(part, tok, prompt=False, eod=False)
-        got, _ = _read_packs(out / "pack" / f"part-{s:05d}.idx.parquet")
+        got, _ = _read_packs(part_files(out / "pack", ".idx.parquet")[s])
         assert got == Counter({k[:2]: n for k, n in expected.items()}), s
 
 
@@ -257,7 +260,7 @@ def test_missing_columns_and_null_prompts_fail_their_rows(tok_path, tmp_path):
     _pipeline(str(path), tok_path, out).run(executor="local", progress=False)
     stage = assert_accounting(out)["stages"][1]
     assert (stage["kept"], stage["failed"], stage["packs"]) == (2, 1, 1)
-    errors = [json.loads(line) for line in (out / "errors" / "pack" / "part-00000.jsonl")
+    errors = [json.loads(line) for line in part_files(out / "errors" / "pack", ".jsonl")[0]
               .read_text().splitlines()]
     assert [(e["id"], e["error"]) for e in errors] == [
         ("b", "field 'input' (prompt_field) is null")]
@@ -268,7 +271,7 @@ def test_missing_columns_and_null_prompts_fail_their_rows(tok_path, tmp_path):
     stage = assert_accounting(out)["stages"][1]
     assert (stage["failed"], stage["packs"], stage["warnings"]) == (3, 0,
                                                                   ["no packs were written"])
-    error = json.loads((out / "errors" / "pack" / "part-00000.jsonl").read_text().splitlines()[0])
+    error = json.loads(part_files(out / "errors" / "pack", ".jsonl")[0].read_text().splitlines()[0])
     assert "no column 'output' (text_field)" in error["error"]
     assert "read into 'text'" in error["error"]
 

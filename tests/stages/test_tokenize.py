@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from curator.stages.tokenize import EMPTY_REASON, SPLITS, split_of
 from curator.tokenization.loading import Tokenizer, load_tokenizer
 from curator.tokenization.training import train_bpe
 from tests.conftest import ROOT, SAMPLE, assert_accounting, deal, write_parts
+from tests.published import shard_parts
 
 torch = pytest.importorskip("torch")
 indexed_dataset = pytest.importorskip("megatron.core.datasets.indexed_dataset")
@@ -107,11 +107,13 @@ def test_megatron_reads_every_shard_exactly(run_a, shards, tok, tok_path):
 
     tokens = run_a / "tokens"
     seen_docs = seen_tokens = 0
+    names = [name.removeprefix("part-") for name in shard_parts(run_a)]
     for shard_index, part in enumerate(shards):
         for source in ("en", "ja"):
             texts = [d["text"] for d in part if d["source"] == source and d["text"]]
             expected = [[*ids, tok.eod_id] for ids in library.encode_batch(texts)]
-            pieces = sorted(tokens.glob(f"tokenize_{source}_{shard_index:05d}_*_text_document.idx"))
+            pieces = sorted(tokens.glob(
+                f"tokenize_{source}_{names[shard_index]}_*_text_document.idx"))
             assert pieces, (source, shard_index)
             got = []
             for idx in pieces:
@@ -183,11 +185,14 @@ def test_rerun_gives_byte_identical_files(run_a, input_glob, tok_path, tmp_path,
     # a run cut short: one shard's commit never happened, a half-written piece is left behind
     rerun = tmp_path / "a"
     shutil.copytree(run_a, rerun, ignore=shutil.ignore_patterns("cache"))
-    (rerun / "_manifests" / "segment-00" / "part-00001.json").unlink()
+    part = shard_parts(rerun)[1]
+    (rerun / "_manifests" / "segment-00" / f"{part}.json").unlink()
+    shard = part.removeprefix("part-")
     for path in (rerun / "tokens").iterdir():
-        if re.search(r"_00001_\d{5}_text_document\.", path.name):  # input shard 1, any piece
+        if path.name.startswith(f"tokenize_en_{shard}_") and path.suffix in (".bin", ".idx"):
             path.unlink()
-    (rerun / "tokens" / ".tokenize_en_00001_00000_text_document.bin.tmp").write_bytes(b"\0" * 99)
+    (rerun / "tokens" / f".tokenize_en_{shard}_00000_text_document.bin.1-0.tmp").write_bytes(
+        b"\0" * 99)
     result = _pipeline(input_glob, tok_path, rerun).run(scheduler=dask_scheduler, progress=False)
     assert (result.shards_run, result.shards_skipped) == (1, N_SHARDS - 1)
     assert _token_files(rerun) == files
@@ -232,7 +237,9 @@ def test_split_keep_empty_and_no_eod(input_glob, tok_path, tok, shards, tmp_path
     Pipeline([ReadJsonl(path=input_glob), Tokenize(tokenizer=tok_path, append_eod=False)],
              output=str(out2)).run(executor="local", progress=False)
     first = [d["text"] for d in shards[0] if d["text"]]
-    ds = indexed_dataset.IndexedDataset(str(out2 / "tokens" / "tokenize_00000_00000_text_document"))
+    first_part = shard_parts(out2)[0].removeprefix("part-")
+    ds = indexed_dataset.IndexedDataset(
+        str(out2 / "tokens" / f"tokenize_{first_part}_00000_text_document"))
     assert [ds[i].tolist() for i in range(len(ds))] == tok.encode_batch(first)
 
 
@@ -343,6 +350,12 @@ def _two_sources(tmp_path: Path) -> tuple[Path, Path]:
     return en, ja
 
 
+def _token_names(run: Path) -> list[str]:
+    """One Megatron prefix per input shard (its part name in it), in input order."""
+    return [f"tokenize_{part.removeprefix('part-')}_00000_text_document"
+            for part in shard_parts(run)]
+
+
 def test_several_sources_get_one_blend_entry_each_by_default(tok_path, tmp_path):
     """Defect 7: without `source_field` a pipeline reading several sources wrote one blend entry
     for all of them; now one per source, as with `source_field: source`, the files named as
@@ -353,9 +366,11 @@ def test_several_sources_get_one_blend_entry_each_by_default(tok_path, tmp_path)
               ReadJsonl(path=f"{ja}/*.jsonl", name="aozora"),
               Tokenize(tokenizer=tok_path)], output=str(run)).run(executor="local",
                                                                   progress=False)
+    names = _token_names(run)
     assert _blend_sources(run) == {
-        "speeches": [f"tokenize_{i:05d}_00000_text_document" for i in (0, 1)],
-        "aozora": [f"tokenize_{i:05d}_00000_text_document" for i in (2, 3)]}
+        "speeches": [n for n in names if n.startswith("tokenize_read_jsonl_")],
+        "aozora": [n for n in names if n.startswith("tokenize_aozora_")]}
+    assert len(names) == 4
     stage = json.loads((run / "stats.json").read_text())["stages"][-1]
     assert set(stage["by_source"]) == {"speeches", "aozora"}
     # '' keeps one entry whatever the sources
@@ -364,8 +379,7 @@ def test_several_sources_get_one_blend_entry_each_by_default(tok_path, tmp_path)
               ReadJsonl(path=f"{ja}/*.jsonl", name="aozora"),
               Tokenize(tokenizer=tok_path, source_field="")], output=str(merged)).run(
         executor="local", progress=False)
-    assert _blend_sources(merged) == {
-        "tokenize": [f"tokenize_{i:05d}_00000_text_document" for i in range(4)]}
+    assert _blend_sources(merged) == {"tokenize": sorted(_token_names(merged))}
 
 
 def test_one_source_keeps_one_entry_named_after_the_dataset(tok_path, tmp_path):
@@ -374,5 +388,5 @@ def test_one_source_keeps_one_entry_named_after_the_dataset(tok_path, tmp_path):
     Pipeline([ReadJsonl(path=[f"{en}/*.jsonl", f"{ja}/*.jsonl"]),
               Tokenize(tokenizer=tok_path)], output=str(run)).run(executor="local",
                                                                   progress=False)
-    assert _blend_sources(run) == {
-        "tokenize": [f"tokenize_{i:05d}_00000_text_document" for i in range(4)]}
+    assert _blend_sources(run) == {"tokenize": sorted(_token_names(run))}
+    assert len(_token_names(run)) == 4

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from curator.cli import app
 from curator.io.wikidump import SiteInfo, iter_pages
-from curator.runtime.sandbox import release_all
+from curator.runtime.worker.sandbox import release_all
 from curator.stages.sources.wikipedia import Wikipedia
 from tests.conftest import assert_accounting
 

@@ -25,7 +25,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
 from curator.batch import ID, TEXT
-from curator.commit import commit_files, temporary_for
+from curator.commit import Commit
 from curator.stages.context import Decisions
 from curator.stages.decontaminate.cut import CutRules, plan_cut
 from curator.stages.decontaminate.index import (
@@ -50,9 +50,9 @@ _CUTS = pa.schema([("row", pa.int64()), ("dropped", pa.string()), ("text", pa.la
 def _commit(writes: list[tuple[Path, Any]]) -> None:
     """Write each (final path, NumPy array or Arrow table) under a temporary name, then
     rename them all into place."""
-    pending: list[tuple[Path, Path]] = []
+    pending = Commit()
     for final, data in writes:
-        temporary = temporary_for(final, pending)
+        temporary = pending.temporary_for(final)
         if isinstance(data, np.ndarray):
             with open(temporary, "wb") as f:
                 np.save(f, data)
@@ -60,7 +60,7 @@ def _commit(writes: list[tuple[Path, Any]]) -> None:
             pq.write_table(data, temporary)
         else:
             feather.write_feather(data, temporary, compression="uncompressed")
-    commit_files(pending)
+    pending.publish()
 
 
 # ------------------------------------------------------------------------------------ 1
@@ -185,7 +185,7 @@ def _task_figures(files: dict[str, int], item_task: np.ndarray, text_item: np.nd
 # ------------------------------------------------------------------------------------ 2
 @dataclass(frozen=True)
 class MatchJob:
-    part: int
+    part: str  # its name: its matches are kept under it (reused while it is unchanged)
     path: str
     work: str
     sizes: NgramSizes
@@ -237,7 +237,7 @@ def match(job: MatchJob) -> dict:
     pairs = np.unique(hits[:, :2], axis=0) if len(hits) else np.empty((0, 2), np.int64)
     entries, docs = np.unique(pairs[:, 1], return_counts=True)
     work = Path(job.work)
-    key = f"part-{job.part:05d}.arrow"
+    key = f"{job.part}.arrow"
     _commit([(work / "matches" / key, pa.table(
                  [hits[:, 0], hits[:, 1].astype(np.int32), hits[:, 2], hits[:, 3]],
                  schema=_MATCHES)),
@@ -250,7 +250,7 @@ def match(job: MatchJob) -> dict:
 @dataclass(frozen=True)
 class FrequencyJob:
     work: str
-    parts: int
+    parts: tuple[str, ...]
     entries: int
     max_docs: int
 
@@ -259,8 +259,8 @@ def frequency(job: FrequencyJob) -> dict:
     """Entries found in more than ``max_docs`` documents of the dataset."""
     work = Path(job.work)
     total = np.zeros(job.entries, np.int64)
-    for part in range(job.parts):
-        counts = feather.read_table(work / "counts" / f"part-{part:05d}.arrow")
+    for part in job.parts:
+        counts = feather.read_table(work / "counts" / f"{part}.arrow")
         np.add.at(total, counts.column("entry").to_numpy(), counts.column("docs").to_numpy())
     frequent = np.flatnonzero(total > job.max_docs).astype(np.int32)
     _commit([(work / "frequent.npy", frequent)])
@@ -271,7 +271,7 @@ def frequency(job: FrequencyJob) -> dict:
 # ------------------------------------------------------------------------------------ 4
 @dataclass(frozen=True)
 class CutJob:
-    part: int
+    part: str
     path: str
     work: str
     rules: CutRules
@@ -299,7 +299,7 @@ def _empty_report() -> dict:
 def cut(job: CutJob) -> dict:
     """Cut every contaminated document of one part; report per task."""
     work = Path(job.work)
-    matches = feather.read_table(work / "matches" / f"part-{job.part:05d}.arrow")
+    matches = feather.read_table(work / "matches" / f"{job.part}.arrow")
     entries = matches.column("entry").to_numpy()
     keep = np.flatnonzero(~np.isin(entries, np.load(work / "frequent.npy")))
     report = _empty_report()
@@ -329,7 +329,7 @@ def cut(job: CutJob) -> dict:
                 for s, e, i in spans]})
             _count(report, doc_id, text, spans, plan.dropped, kept, task_of, id_of,
                    job.examples)
-    _commit([(work / "cuts" / f"part-{job.part:05d}.parquet",
+    _commit([(work / "cuts" / f"{job.part}.parquet",
               pa.Table.from_pylist(records, schema=_CUTS))])
     return report
 
@@ -363,9 +363,10 @@ class Cuts:
 
     work: str
     keep_removed_text: bool
+    parts: tuple[str, ...]  # the parts' names, in the run's order
 
     def __call__(self, part: int, table: pa.Table) -> Decisions:
-        cuts = pq.read_table(Path(self.work) / "cuts" / f"part-{part:05d}.parquet")
+        cuts = pq.read_table(Path(self.work) / "cuts" / f"{self.parts[part]}.parquet")
         n = table.num_rows
         rows = cuts.column("row").to_numpy()
         dropped = cuts.column("dropped").is_valid().to_numpy(zero_copy_only=False)

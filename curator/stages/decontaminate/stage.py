@@ -67,6 +67,10 @@ class Decontaminate(DatasetStage):
     separator: str = Field("\n\n", description="Joins the fragments of a cut document.")
     examples: int = Field(3, ge=0, description="Examples per task in stats.json.")
 
+    def side_inputs(self) -> list[str]:
+        return [p for task in self.tasks
+                for p in ([task.path] if isinstance(task.path, str) else task.path)]
+
     @model_validator(mode="after")
     def _consistent(self) -> Decontaminate:
         names = [t.name for t in self.tasks]
@@ -98,19 +102,21 @@ class Decontaminate(DatasetStage):
         sizes = NgramSizes(self.ngram_words, self.min_words, self.ngram_chars, self.min_chars,
                            self.cjk_threshold, self.floor_words, self.floor_chars,
                            self.whole_percentile)
-        keys = [f"part-{i:05d}" for i in range(len(parts))]
+        keys = [p.stem for p in parts]
         index = ctx.run_phase("index", phases.build, [phases.IndexJob(
             work, tuple(self.tasks), tuple(self._task_files(ctx)), sizes)], ["index"])[0]
         matched = ctx.run_phase("match", phases.match, [
-            phases.MatchJob(i, str(p), work, sizes, self.lang_field, tuple(self.char_languages),
-                            ctx.batch_bytes) for i, p in enumerate(parts)], keys)
+            phases.MatchJob(key, str(p), work, sizes, self.lang_field, tuple(self.char_languages),
+                            ctx.batch_bytes) for key, p in zip(keys, parts, strict=True)], keys,
+            reads=parts)
         frequency = ctx.run_phase("frequency", phases.frequency, [phases.FrequencyJob(
-            work, len(parts), index["entries"], self.max_docs)], ["all"])[0]
+            work, tuple(keys), index["entries"], self.max_docs)], ["all"])[0]
         rules = CutRules(self.margin, self.min_fragment, self.max_splits, self.separator)
         reports = ctx.run_phase("cut", phases.cut, [
-            phases.CutJob(i, str(p), work, rules, self.examples) for i, p in enumerate(parts)],
-            keys)
-        outputs, count = ctx.remove(parts, phases.Cuts(work, ctx.rejected == "documents"))
+            phases.CutJob(key, str(p), work, rules, self.examples)
+            for key, p in zip(keys, parts, strict=True)], keys)
+        outputs, count = ctx.remove(parts, phases.Cuts(work, ctx.rejected == "documents",
+                                                       tuple(keys)))
         count.seconds = time.perf_counter() - started
         count.facts["decontamination"] = self._report(index, matched, frequency, reports)
         return DatasetResult(outputs, count)

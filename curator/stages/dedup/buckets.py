@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
-from curator.commit import temporary_for
+from curator.commit import Commit
 
 #: Shuffle buckets by default: one per BUCKET_BYTES of parts (memory of a bucket task), but at
 #: least MIN_BUCKETS (parallelism) once there is SMALL_BUCKET_BYTES of data for each of them; never
@@ -30,10 +30,10 @@ def default_buckets(parts: list[Path]) -> int:
     return max(1, min(len(parts), max(floor, size // BUCKET_BYTES)))
 
 
-def write_table(table: pa.Table, final: Path, pending: list[tuple[Path, Path]],
+def write_table(table: pa.Table, final: Path, pending: Commit,
                 fmt: Literal["arrow", "parquet"] = "arrow") -> None:
     """Write ``table`` under a temporary name of ``final`` (committed later with ``pending``)."""
-    path = temporary_for(final, pending)
+    path = pending.temporary_for(final)
     if fmt == "parquet":
         pq.write_table(table, path)
     else:
@@ -41,7 +41,7 @@ def write_table(table: pa.Table, final: Path, pending: list[tuple[Path, Path]],
 
 
 def write_split(table: pa.Table, target: np.ndarray, count: int, path_of: Callable[[int], Path],
-                pending: list[tuple[Path, Path]],
+                pending: Commit,
                 fmt: Literal["arrow", "parquet"] = "arrow") -> None:
     """Write rows of ``table`` to ``path_of(t)`` for each target ``t`` in ``range(count)`` (an
     empty file where none): one stable sort, not ``count`` filters over the table."""
@@ -52,7 +52,7 @@ def write_split(table: pa.Table, target: np.ndarray, count: int, path_of: Callab
 
 
 def write_slices(ordered: pa.Table, bounds: np.ndarray, path_of: Callable[[int], Path],
-                 pending: list[tuple[Path, Path]],
+                 pending: Commit,
                  fmt: Literal["arrow", "parquet"] = "arrow") -> None:
     """Write rows ``bounds[t]:bounds[t + 1]`` of ``ordered`` (rows grouped by target) to
     ``path_of(t)``, for each target ``t``."""

@@ -29,11 +29,12 @@ import xxhash
 from pydantic import Field, model_validator
 
 from curator.batch import ID, TEXT
-from curator.commit import commit_files, temporary_for
+from curator.commit import Commit
 from curator.io.parquet import read_part
+from curator.io.shuffle import ShuffleDir
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions
-from curator.stages.dedup.buckets import default_buckets, write_split
+from curator.stages.dedup.buckets import default_buckets
 from curator.stages.dedup.cluster_sizes import size_counts, sum_size_counts
 
 REASON_EXACT = "exact_duplicate"
@@ -85,10 +86,9 @@ def document_hashes(text: pa.Array | pa.ChunkedArray, algorithm: str, device: st
 
 @dataclass(frozen=True)
 class _HashTask:
-    part: int
+    part: str  # its name: the hashes of a part are kept under it (reused while it is unchanged)
     path: str
     work: str
-    buckets: int
     normalise: bool
     algorithm: str
     score_field: str | None
@@ -101,32 +101,34 @@ def _hash_part(task: _HashTask) -> dict:
     text = table.column(TEXT).combine_chunks()
     h1, h2 = document_hashes(text, task.algorithm, task.device, task.normalise)
     columns = {"h1": h1, "h2": h2, ID: table.column(ID),
-               "part": np.full(len(h1), task.part, np.int32),
                "row": np.arange(len(h1), dtype=np.int64)}
     if task.score_field:
         columns["score"] = table.column(task.score_field).cast(pa.float64())
-    hashed = pa.table(columns)
-    bucket = (h1 % np.uint64(task.buckets)).astype(np.int64)
-    folder = Path(task.work) / "hash" / f"part-{task.part:05d}"
-    pending: list[tuple[Path, Path]] = []
-    write_split(hashed, bucket, task.buckets, lambda b: folder / f"bucket-{b:05d}.parquet",
-                pending, "parquet")
-    commit_files(pending)
+    pending = Commit()
+    _hashes(task.work).write(task.part, pa.table(columns), pending)
+    pending.publish()
     return {"rows": len(h1)}
+
+
+def _hashes(work: str) -> ShuffleDir:
+    """Each part's document hashes, sorted by ``h1``: bucket ``b`` is a range of ``h1``."""
+    return ShuffleDir(Path(work) / "hash", "h1")
 
 
 @dataclass(frozen=True)
 class _GroupTask:
     bucket: int
+    buckets: int
     work: str
-    parts: int
+    parts: tuple[str, ...]  # in the run's order: a part's number is its place here
     use_score: bool
 
 
 def _group_bucket(task: _GroupTask) -> dict:
-    files = [Path(task.work) / "hash" / f"part-{p:05d}" / f"bucket-{task.bucket:05d}.parquet"
-             for p in range(task.parts)]
-    table = pa.concat_tables([pq.read_table(f) for f in files])
+    hashes = _hashes(task.work)
+    tables = [hashes.read(name, task.bucket, task.buckets) for name in task.parts]
+    table = pa.concat_tables([t.append_column("part", pa.array(np.full(len(t), p, np.int32)))
+                              for p, t in enumerate(tables)])
     order = [("h1", "ascending"), ("h2", "ascending")]
     if task.use_score:
         order.append(("score", "descending"))
@@ -140,11 +142,11 @@ def _group_bucket(task: _GroupTask) -> dict:
         "part": table.column("part").take(duplicates), "row": table.column("row").take(duplicates),
         ID: table.column(ID).take(duplicates),
         "duplicate_of": table.column(ID).take(survivor[duplicates])})
-    pending: list[tuple[Path, Path]] = []
+    pending = Commit()
     final = Path(task.work) / "decisions" / f"bucket-{task.bucket:05d}.parquet"
     pq.write_table(decisions.sort_by([("part", "ascending"), ("row", "ascending")]),
-                   temporary_for(final, pending))
-    commit_files(pending)
+                   pending.temporary_for(final))
+    pending.publish()
     return {"groups": int(first.sum()), "duplicates": len(duplicates),
             "sizes": size_counts(first)}
 
@@ -217,12 +219,13 @@ class ExactDedup(DatasetStage):
                                  f"column of the dataset (columns: {', '.join(columns)})")
         work = str(ctx.work_dir)
         buckets = self.buckets or default_buckets(parts)
-        keys = [f"part-{i:05d}" for i in range(len(parts))]
+        names = [p.stem for p in parts]
         ctx.run_phase("hash", _hash_part, [
-            _HashTask(i, str(p), work, buckets, self.normalise, self.algorithm, self.score_field,
-                      self.device) for i, p in enumerate(parts)], keys, self.resources())
+            _HashTask(name, str(p), work, self.normalise, self.algorithm, self.score_field,
+                      self.device) for name, p in zip(names, parts, strict=True)], names,
+            self.resources(), reads=parts)
         groups = ctx.run_phase("group", _group_bucket, [
-            _GroupTask(b, work, len(parts), self.score_field is not None)
+            _GroupTask(b, buckets, work, tuple(names), self.score_field is not None)
             for b in range(buckets)], [f"bucket-{b:05d}" for b in range(buckets)])
         outputs, count = ctx.remove(parts, _Duplicates(work))
         count.seconds = time.perf_counter() - started

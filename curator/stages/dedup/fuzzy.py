@@ -57,7 +57,7 @@ import xxhash
 from pydantic import Field
 
 from curator.batch import ID, TEXT
-from curator.commit import commit_files, temporary_for
+from curator.commit import Commit
 from curator.io.parquet import read_part
 from curator.kernels.lsh import fmix64
 from curator.stages.base import DatasetResult, DatasetStage
@@ -187,14 +187,14 @@ def part_band_rows(task: _SignatureTask, text: Any) -> tuple[np.ndarray | None, 
 
 def _write_band_rows(task: _SignatureTask, sig: np.ndarray | None, rows: BandRows) -> dict:
     folder = Path(task.work) / "bands" / f"part-{task.part:05d}"
-    pending: list[tuple[Path, Path]] = []
+    pending = Commit()
     write_slices(pa.table(rows.columns), rows.bounds, lambda b: folder / f"bucket-{b:05d}.arrow",
                  pending)
     if task.verify:
         final = Path(task.work) / "sigs" / f"part-{task.part:05d}.npy"
-        with open(temporary_for(final, pending), "wb") as f:
+        with open(pending.temporary_for(final), "wb") as f:
             np.save(f, np.ascontiguousarray(sig))
-    commit_files(pending)
+    pending.publish()
     return {"docs": rows.docs, "empty": rows.empty, "band_rows": int(rows.bounds[-1])}
 
 
@@ -290,9 +290,9 @@ def _edges_bucket(task: _EdgeTask) -> dict:
         src, dst = src[keep], dst[keep]
     routed, target = route_edges(dst, src, task.partitions)
     out = folder / "cc" / "r000" / f"from-{task.bucket:05d}"
-    pending: list[tuple[Path, Path]] = []
+    pending = Commit()
     write_split(routed, target, task.partitions, lambda q: out / f"to-{q:05d}.arrow", pending)
-    commit_files(pending)
+    pending.publish()
     return {"candidates": candidates, "edges": len(src)}
 
 
@@ -342,9 +342,9 @@ def _cc_round(task: _RoundTask) -> dict:
             new_lo, new_hi = new_lo.get(), new_hi.get()
     routed, target = route_edges(new_lo, new_hi, task.partitions)
     out = Path(task.work) / "cc" / f"r{task.round + 1:03d}" / f"from-{task.partition:05d}"
-    pending: list[tuple[Path, Path]] = []
+    pending = Commit()
     write_split(routed, target, task.partitions, lambda q: out / f"to-{q:05d}.arrow", pending)
-    commit_files(pending)
+    pending.publish()
     return {"digest": digest.hexdigest(), "edges_in": len(lo)}
 
 
@@ -371,9 +371,9 @@ def _labels_partition(task: _LabelTask) -> dict:
     part = (nodes >> np.int64(_ROW_BITS)).astype(np.int64)
     table = pa.table({"row": nodes & _ROW_MASK, "label": label})
     out = Path(task.work) / "labels" / f"node-{task.partition:05d}"
-    pending: list[tuple[Path, Path]] = []
+    pending = Commit()
     write_split(table, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
-    commit_files(pending)
+    pending.publish()
     return {"nodes": len(nodes), "centres": int((label == nodes).sum())}
 
 
@@ -501,9 +501,9 @@ def _members_part(task: _MemberTask) -> dict:
                         "row": rows, ID: ids.take(pa.array(rows, pa.int64()))})
     target = (mix64(labels) % np.uint64(task.buckets)).astype(np.int64)
     out = folder / "members" / f"part-{task.part:05d}"
-    pending: list[tuple[Path, Path]] = []
+    pending = Commit()
     write_split(members, target, task.buckets, lambda b: out / f"bucket-{b:05d}.arrow", pending)
-    commit_files(pending)
+    pending.publish()
     return {"members": len(rows)}
 
 
@@ -548,9 +548,9 @@ def _decide_clusters(members: pa.Table | None, parts: int, out: Path) -> dict:
         clusters = len(start)
         in_clusters = int((size > 1).sum())
         sizes = size_counts(first)
-    pending: list[tuple[Path, Path]] = []
+    pending = Commit()
     write_split(result, part, parts, lambda n: out / f"part-{n:05d}.arrow", pending)
-    commit_files(pending)
+    pending.publish()
     return {"clusters": clusters, "in_clusters": in_clusters, "sizes": sizes}
 
 

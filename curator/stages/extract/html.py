@@ -19,7 +19,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from curator.batch import ID, TEXT, BatchResult, Failure, split_by_reason
-from curator.runtime.sandbox import each_document
+from curator.runtime.worker.sandbox import each_document
 from curator.stages.base import BatchStage
 
 Extractor = Literal["trafilatura", "resiliparse", "justext"]
@@ -60,6 +60,7 @@ class ExtractHtml(BatchStage):
 
     type = "extract_html"
     requires = {"trafilatura": "extract", "resiliparse": "extract", "justext": "extract"}
+    checkpoint: ClassVar[bool] = True
     marks_documents: ClassVar[bool] = True  # the extractors see each page inside each_document
 
     extractor: Extractor | list[Extractor] = Field(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pyarrow as pa
 from pydantic import Field
 
@@ -22,6 +24,7 @@ class ExtractLatex(BatchStage):
     type = "extract_latex"
     version = 1
     requires = {"pylatexenc": "extract"}
+    checkpoint: ClassVar[bool] = True
 
     keep_abstract: bool = Field(True, description="Keep the abstract (which sits before the "
                                 "first section, in the cut preamble) as the first paragraph.")

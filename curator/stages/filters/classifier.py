@@ -114,6 +114,12 @@ class ClassifierFilter(Filter):
             raise ValueError("a fastText label is a name (hq or __label__hq), not an index")
         return self
 
+    decision_params: ClassVar[frozenset[str]] = frozenset({"keep_scores", "threshold",
+                                                           "pareto"})
+
+    def side_inputs(self) -> list[str]:
+        return [self.model]
+
     def decisive(self) -> dict[str, Any]:
         return {**super().decisive(), "model_digest": model_digest(self.model)}
 
@@ -184,13 +190,13 @@ class ClassifierFilter(Filter):
             return {"pareto_sampled_out": pa.array(~(draws > 1.0 - score))}
         return {}
 
-    def process(self, batch: pa.Table) -> BatchResult:
-        scores = self.scores(batch)
+    def decide(self, batch: pa.Table, scores: dict[str, pa.Array]) -> BatchResult:
         rules = self.rules(scores, self._draw_keys(batch) if self.pareto else None)
         verdict = apply_rules(batch, rules, scores, self.keep_scores)
         result = split_by_reason(verdict.table, verdict.reasons)
         result.rule_failures = verdict.failures
         result.scores = {"quality_score": scores[self.score_field]}
+        result.signals = scores
         return result
 
     @staticmethod

@@ -20,6 +20,9 @@ class LengthFilter(Filter):
     holds_gil = False
     score_bins: ClassVar[dict[str, ScoreBins]] = {"chars": ScoreBins(1, 1e7, 28, log=True)}
 
+    decision_params: ClassVar[frozenset[str]] = frozenset({"keep_scores", "min_chars",
+                                                           "max_chars"})
+
     min_chars: int = Field(0, ge=0, description="Fewer characters: removed as 'too_short'.")
     max_chars: int | None = Field(None, gt=0, description="More characters: 'too_long'.")
 

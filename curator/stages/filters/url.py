@@ -87,6 +87,9 @@ class UrlFilter(Filter):
     _domains: Any = None
     _names: Any = None
 
+    def side_inputs(self) -> list[str]:
+        return list(self.lists)
+
     @field_validator("lists")
     @classmethod
     def _check_lists(cls, value: list[str]) -> list[str]:

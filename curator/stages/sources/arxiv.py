@@ -2,7 +2,8 @@
 per paper whose text is the main file's LaTeX with its inputs resolved.
 
 A paper's work (unpacking, decoding, \\input resolution: regexes and decompression on hostile
-bytes) runs under ``timeout_s`` in the segment's sandbox process (curator.runtime.sandbox)."""
+bytes) runs under ``timeout_s`` in the segment's sandbox process
+(curator.runtime.worker.sandbox)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from curator.io.latex_project import (
     strip_comments,
     tex_files,
 )
-from curator.runtime.sandbox import each_document, run_sandboxed
+from curator.runtime.worker.sandbox import each_document, run_sandboxed
 from curator.stages.base import BatchStage, Source
 
 # New-style ids (1911.02782, 2004.14974v2) and old-style ones (hep-th/9901001 as hep-th9901001).

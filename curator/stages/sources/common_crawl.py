@@ -33,6 +33,8 @@ class CommonCrawl(Source):
     placement = frozenset({"cache_dir", "max_tries", "base_delay_s", "max_delay_s", "timeout_s",
                            "per_host_connections"})
 
+    listing_params = frozenset({"snapshots", "base_url", "files", "sample", "seed", "max_files"})
+
     snapshots: list[str] = Field(min_length=1, description="Crawl names, e.g. CC-MAIN-2024-10.")
     base_url: str = Field(DEFAULT_BASE_URL, description="Where crawl-data/ lives: Common Crawl's "
                           "HTTPS endpoint, a mirror, or s3://commoncrawl/ (through fsspec).")

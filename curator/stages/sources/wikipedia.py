@@ -4,7 +4,7 @@ pages of other namespaces are removed with a reason, not dropped.
 
 mwparserfromhell can take minutes on a page (40 KB of unbalanced ``{{a|`` held it 225 s): each
 page's conversion runs under ``timeout_s`` in the segment's sandbox process
-(curator.runtime.sandbox), and a page over ``max_page_chars`` fails before it."""
+(curator.runtime.worker.sandbox), and a page over ``max_page_chars`` fails before it."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from curator.batch import (
 )
 from curator.io.files import list_shards
 from curator.io.wikidump import DumpError, Page, SiteInfo, iter_pages, stream_offsets
-from curator.runtime.sandbox import each_document, run_sandboxed
+from curator.runtime.worker.sandbox import each_document, run_sandboxed
 from curator.stages.base import BatchStage, Source
 
 MULTISTREAM = "multistream.xml.bz2"

@@ -29,7 +29,7 @@ FineWeb's line punctuation, short lines and duplicated line characters).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -75,6 +75,14 @@ class HeuristicFilter(Filter):
         "c4.max_word_length, c4.min_words_per_line, fineweb.short_line_length.")
     lang_field: str = Field("lang", description="Column with the document language (ISO 639).")
     default_lang: str = Field("en", description="Language of documents without one.")
+
+    def score_params(self) -> dict[str, Any]:
+        """``decisive`` without the rules' thresholds (the knobs the scores read stay)."""
+        thresholds = {f"{name}.{rule.name}" for name in self.presets
+                      for rule in PRESETS[name].rules}
+        params = super().score_params()
+        params["overrides"] = {k: v for k, v in self.overrides.items() if k not in thresholds}
+        return params
 
     @model_validator(mode="after")
     def _known(self) -> HeuristicFilter:

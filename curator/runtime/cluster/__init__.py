@@ -1,0 +1,1 @@
+"""The executors and how their worker processes start (fork server, imports)."""

@@ -1,0 +1,395 @@
+"""Runs a planned pipeline: segment by segment, shard by shard, resuming what was committed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from curator import halt
+from curator.batch import Shard
+from curator.commit import DamagedRecord, full_check
+from curator.pipeline import PipelineModel, Segment
+from curator.plugins import load_imports
+from curator.runtime.cluster.executors import GIL, ExecutorPool
+from curator.runtime.cluster.main_guard import leave_if_importing_main
+from curator.runtime.driver.phases import PhaseContext
+from curator.runtime.driver.recovery import Left, run_shard_tasks
+from curator.runtime.driver.requirements import check_requirements
+from curator.runtime.driver.run_keys import RunKeys, shard_name
+from curator.runtime.driver.run_lock import run_lock
+from curator.runtime.driver.schemas import unify_segment
+from curator.runtime.driver.stats import write_stats
+from curator.runtime.driver.warm_up import warm_up_in_background
+from curator.runtime.errors import CurationError
+from curator.runtime.worker.progress import ProgressReporter
+from curator.runtime.worker.shard_task import ShardTask
+from curator.stages.base import DatasetResult, Sink, Source, Stage
+from curator.store.keys import digest
+from curator.store.records import ShardManifest
+from curator.store.run_dir import RunDir
+from curator.store.spec import RunSpec
+
+log = logging.getLogger("curator")
+
+
+@dataclass
+class RunResult:
+    output: Path
+    stats: dict[str, Any]
+    shards_run: int  # input shards that some task of this run worked on
+    shards_skipped: int  # input shards whose every task an earlier run had committed
+
+
+def list_input_shards(pipeline: PipelineModel) -> list[Shard]:
+    """Every source's shards in pipeline order, numbered globally; with several sources a
+    shard's label (the prefix of positional ids) starts with its source's name."""
+    sources = pipeline.sources()
+    shards = []
+    for name, source in sources:
+        listed = source.shards()
+        labels = Counter(shard.path.partition("#")[2] + shard.label for shard in listed)
+        for shard in listed:
+            label = f"{name}/{shard.label}" if len(sources) > 1 else shard.label
+            shared = labels[shard.path.partition("#")[2] + shard.label] > 1
+            shards.append(replace(shard, index=len(shards), label=label, source=name,
+                                  name=shard_name(name, replace(shard, label=label), shared)))
+    return shards
+
+
+def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
+                 executor: str | None = None, workers: int | None = None,
+                 scheduler: str | None = None, scheduler_file: str | None = None,
+                 force: bool = False, progress: bool = True) -> RunResult:
+    """Run ``pipeline`` into its run directory; committed shards of this config are skipped.
+    Raises :class:`RunIncomplete` when some shards' inputs could not be had (the rest is done)."""
+    leave_if_importing_main()
+    check_requirements(pipeline.named_stages())
+    root = output or pipeline.output
+    if not root:
+        raise ValueError("no run directory: set 'output' in the pipeline or pass --output")
+    with run_lock(Path(root), pipeline.lock_stale_s):
+        return _run_locked(pipeline, RunDir(root), executor, workers, scheduler, scheduler_file,
+                           force, progress)
+
+
+def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
+                workers: int | None, scheduler: str | None, scheduler_file: str | None,
+                force: bool, progress: bool) -> RunResult:
+    plan = pipeline.plan()
+    shards = list_input_shards(pipeline)
+    inputs = [[s.path, s.size] for s in shards]
+    fingerprint = _fingerprint(pipeline, inputs)
+    dataset_files = [path for name, stage in pipeline.named_stages() if isinstance(stage, Sink)
+                     for path in stage.dataset_files(run_dir.root, name)]
+    run_dir.prepare(fingerprint, {**pipeline.to_dict(), "inputs": inputs},
+                    {**pipeline.decisive(), "inputs": inputs}, force, dataset_files)
+    swept = run_dir.sweep(stage.output_dir(run_dir.root, name) for name, stage
+                          in pipeline.named_stages() if isinstance(stage, Sink))
+    if swept:
+        log.info("%d temporary files of killed attempts removed", swept)
+    config = pipeline.executor
+    started = time.time()
+    reporter = ProgressReporter(progress)
+    manifests: dict[int, list[ShardManifest]] = {}
+    dataset_counts: dict[int, dict[str, Any]] = {}  # a dataset stage's count, by segment
+    extras: dict[str, dict[str, Any]] = {}
+    ran: set[int] = set()  # indices of the shards some task of this run worked on
+    left: list[Left] = []
+    imports = load_imports(pipeline.imports)
+    keys = RunKeys(pipeline, imports)
+    reuse: dict[str, dict[str, Any]] = {}  # per segment: what this run reused, what it ran
+    preload = sorted({m for _, stage in pipeline.named_stages() for m in stage.preload()})
+    with ExecutorPool(executor or config.type, config.workers if workers is None else workers,
+                      scheduler or config.scheduler, scheduler_file or config.scheduler_file,
+                      config.processes, imports, preload) as pool:
+        gpus = pool.offers("GPU")
+        stages = [stage for _, stage in pipeline.named_stages()]
+        if pool.runs_here(any(stage.holds_gil for stage in stages)):
+            warm_up_in_background([stage.for_cluster(gpus) for stage in stages])
+        segments = [Segment(segment.index, segment.kind,
+                            [(name, stage.for_cluster(gpus)) for name, stage in segment.stages])
+                    for segment in plan.segments]
+        for segment in segments:
+            following = segments[segment.index + 1] if segment.index + 1 < len(segments) else None
+            if segment.kind == "dataset":
+                _, count, shards = _run_dataset(pool, segment, following, shards, run_dir,
+                                                     pipeline, keys, reporter)
+                dataset_counts[segment.index] = count
+                reuse[f"segment-{segment.index:02d}"] = _phase_reuse(count)
+                continue
+            ex = pool.get(segment.holds_gil())
+            run = _SegmentRun(ex, segment, run_dir, pipeline, keys, following is not None,
+                              reporter, len(segments))
+            done, new, gone = run.run(shards)
+            if following is not None and not gone:
+                damaged = run.damaged_reads(ex, done, following, next_shards(
+                    run_dir, segment, [*done.values(), *new]))
+                if damaged:  # their producers run again, then the next segment reads them
+                    _, again, gone = run.run(shards)
+                    new += again
+                    done = {k: v for k, v in done.items() if k not in {m.part for m in again}}
+            parts = {m.part for m in new}
+            ran.update(s.index for s in shards if s.part in parts)
+            manifests[segment.index] = sorted([*done.values(), *new], key=lambda m: m.part)
+            reuse[f"segment-{segment.index:02d}"] = _shard_reuse(segment, done, new)
+            if gone:
+                left = gone
+                break
+            halt.point(f"finalize:segment-{segment.index:02d}")
+            extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
+            segment_key = digest(sorted(m.key for m in manifests[segment.index]))
+            unified = unify_segment(run_dir, segment, following is not None,
+                                    pipeline.intermediate_compression, segment_key, bool(new))
+            if unified:  # a part found damaged: its shard runs again, then the whole again
+                _, again, gone = run.run(shards)
+                if gone:
+                    left = gone
+                    break
+                redone = {m.part for m in again}
+                manifests[segment.index] = sorted(
+                    [*[m for m in manifests[segment.index] if m.part not in redone], *again],
+                    key=lambda m: m.part)
+                extras.update(_finalize_sinks(segment, run_dir, manifests[segment.index]))
+                unify_segment(run_dir, segment, following is not None,
+                              pipeline.intermediate_compression, segment_key, True)
+            if following is not None:
+                shards = next_shards(run_dir, segment, manifests[segment.index])
+    halt.point("stats")
+    run_facts: dict[str, Any] = {
+        "seconds": round(time.time() - started, 3),
+        "executor_start_seconds": round(pool.start_seconds, 3),
+        "shards": len(inputs), "timeline": _timeline(manifests, started), "reuse": reuse,
+        "store_bytes": run_dir.store_bytes()}
+    if left:
+        run_facts["left"] = [item.to_dict() for item in left]
+    stats = write_stats(run_dir, pipeline, manifests, dataset_counts, extras, run_facts)
+    from curator.report.html import write_report
+
+    write_report(run_dir.root, stats)
+    if left:
+        raise RunIncomplete(left)
+    n_ran = len(ran & set(range(len(inputs))))
+    return RunResult(run_dir.root, stats, n_ran, len(inputs) - n_ran)
+
+
+class RunIncomplete(CurationError):
+    """Some shards' inputs could not be had: the rest is done, and a rerun tries them again."""
+
+    def __init__(self, left: list[Left]) -> None:
+        lines = [f"  {item.label} ({item.reason}): {item.url}: {item.error}" for item in left]
+        super().__init__(f"{len(left)} shard(s) left not done; rerun the same command to try "
+                         "them again:\n" + "\n".join(lines))
+        self.left = left
+
+
+def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None,
+                 shards: list[Shard], run_dir: RunDir, pipeline: PipelineModel,
+                 keys: RunKeys, reporter: ProgressReporter
+                 ) -> tuple[DatasetResult, dict, list[Shard]]:
+    """Run a dataset stage under its key (the stage and every part it reads, by content); the
+    parts the next segment still has to read that an earlier run wrote are checked whole
+    first, and a damaged one is written again by its remove task. Returns the next segment's
+    shards (named after the parts they come from, with their checksums)."""
+    name, stage = segment.stages[0]
+    ex = pool.get(stage.holds_gil)
+    reporter.attach(ex)
+    for attempt in range(2):
+        ctx = PhaseContext(run_dir, run_dir.work_dir(segment.index), ex, name, stage.type,
+                           keys.barrier(name, stage, shards),
+                           RunSpec.of(pipeline, run_dir.root), reporter.phase,
+                           keys.barrier(name, stage, []),
+                           {s.path: s.digest for s in shards if s.digest})
+        result = stage.run_dataset(_parts(shards), ctx)
+        produced = [Shard(i, str(p), name=p.stem, digest=ctx.output_checksum(p),
+                          source=shards[i].source if i < len(shards) else "")
+                    for i, p in enumerate(result.parts)]
+        if following is None or attempt:
+            break
+        committed = run_dir.completed(following.index, {
+            s.part: keys.shard(task_stages(following, s), s).final for s in produced})
+        read_later = {p.part for p in produced} - set(committed)
+        damaged = ctx.damaged_outputs("remove", sorted(read_later & ctx.resumed.get("remove",
+                                                                                  set())))
+        if not damaged:
+            break
+        for key in damaged:
+            ctx.forget("remove", key)
+    if ctx.phases:
+        result.count.facts.setdefault("phases", ctx.phase_times())
+    return result, result.count.to_dict(), produced
+
+
+def next_shards(run_dir: RunDir, segment: Segment,
+                manifests: list[ShardManifest]) -> list[Shard]:
+    """The intermediate parts a shard segment handed on, as the next segment's shards: named
+    after them, with the checksums their manifests record."""
+    folder = run_dir.work_dir(segment.index)
+    shards = []
+    for manifest in manifests:
+        for name in manifest.intermediate:
+            path = folder / name
+            facts = manifest.file(run_dir.recorded(path)) or {}
+            shards.append(Shard(len(shards), str(path), label=name.removesuffix(".parquet"),
+                                source=manifest.input.source,
+                                name=name.removesuffix(".parquet"),
+                                digest=facts.get("xxh3_128", "")))
+    return shards
+
+
+def _finalize_sinks(segment: Segment, run_dir: RunDir,
+                    manifests: list[ShardManifest]) -> dict[str, dict[str, Any]]:
+    """Let each writer of the segment write its dataset-level files; collect its stats."""
+    extras = {}
+    for name, stage in segment.stages:
+        if isinstance(stage, Sink):
+            infos = [m.sinks[name] for m in manifests if name in m.sinks]
+            extras[name] = stage.finalize(run_dir.root, name, infos)
+    return extras
+
+
+def _shard_reuse(segment: Segment, done: dict[str, ShardManifest],
+                 new: list[ShardManifest]) -> dict[str, Any]:
+    """A shard segment's reuse: shards taken whole, shards run, and per stage how many of the
+    tasks that ran computed it (a stage a checkpoint or kept files stood for is not run)."""
+    ran = {name: sum(name in m.ran for m in new) for name, _ in segment.stages}
+    out: dict[str, Any] = {"reused": len(done), "ran": len(new), "stages_ran": ran}
+    for what in ("checkpoint", "scores", "writers"):
+        counted = Counter(item for m in new for item in _listed(m.reused.get(what)))
+        if counted:
+            out[what] = dict(sorted(counted.items()))
+    return out
+
+
+def _listed(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return ["shards"] if value is True else list(value)
+
+
+def _phase_reuse(count: dict[str, Any]) -> dict[str, Any]:
+    """A dataset stage's reuse: per phase, its tasks and how many an earlier run had done."""
+    phases = count.get("phases", {})
+    return {"phases": {name: {"tasks": entry["tasks"], "reused": entry.get("reused", 0)}
+                       for name, entry in phases.items()}}
+
+
+def _timeline(manifests: dict[int, list[ShardManifest]], started: float) -> list[list]:
+    """[segment, start s, end s, worker pid] of each shard task this run ran, from its start."""
+    return sorted([index, round(m.clock[0] - started, 3), round(m.clock[1] - started, 3),
+                   m.clock[2]] for index, group in manifests.items() for m in group
+                  if m.clock is not None)
+
+
+def _parts(shards: list[Shard]) -> list[Path]:
+    return [Path(s.path) for s in shards]
+
+
+def _fingerprint(pipeline: PipelineModel, inputs: list) -> str:
+    """The whole run's configuration and input listing, as ``run.json`` records it."""
+    blob = json.dumps([pipeline.fingerprint(), inputs]).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
+def task_stages(segment: Segment, shard: Shard) -> list[tuple[str, Stage]]:
+    """The segment's stages as one shard runs them: only the source that listed it."""
+    return [(name, stage) for name, stage in segment.stages
+            if not isinstance(stage, Source) or name == shard.source]
+
+
+class _SegmentRun:
+    """One shard segment's tasks: those not committed by this configuration run; shards whose
+    input could not be had are left (:class:`Left`)."""
+
+    def __init__(self, ex: Any, segment: Segment, run_dir: RunDir, pipeline: PipelineModel,
+                 keys: RunKeys, keep: bool, reporter: ProgressReporter,
+                 n_segments: int) -> None:
+        self.ex, self.segment, self.run_dir, self.pipeline = ex, segment, run_dir, pipeline
+        self.keys, self.keep, self.reporter = keys, keep, reporter
+        self.n_segments = n_segments
+
+    def run(self, shards: list[Shard]
+            ) -> tuple[dict[str, ShardManifest], list[ShardManifest], list[Left]]:
+        """(manifests an earlier run committed, manifests of this run, shards left)."""
+        segment, pipeline = self.segment, self.pipeline
+        found = self.run_dir.manifests(segment.index)
+        current = {shard.part for shard in shards}
+        for part in sorted(set(found) - current):  # its input is gone, or renamed
+            self.run_dir.retire(segment.index, found.pop(part))
+        shard_keys = {shard.part: self.keys.shard(task_stages(segment, shard), shard)
+                      for shard in shards}
+        done = self.run_dir.completed(segment.index,
+                                      {part: k.final for part, k in shard_keys.items()}, found)
+        spec = RunSpec.of(pipeline, self.run_dir.root)
+        tasks = [ShardTask(segment.index, task_stages(segment, shard), shard, spec,
+                           shard_keys[shard.part], self.keep, previous=found.get(shard.part))
+                 for shard in shards if shard.part not in done]
+        keys = {t.shard.part: t.key for t in tasks}
+        if done and tasks:
+            parts = [t.shard.part for t in tasks]
+            log.info("segment %d/%d: %d of %d shards run again (%s%s)", segment.index + 1,
+                     self.n_segments, len(tasks), len(shards), ", ".join(parts[:5]),
+                     f", … {len(parts) - 5} more" if len(parts) > 5 else "")
+        self.reporter.attach(self.ex)
+        self.reporter.start(f"segment {segment.index + 1}/{self.n_segments}", len(shards),
+                            len(done), {t.key: t.shard for t in tasks})
+        new, left = [], []
+        try:
+            resources = segment.resources()
+            if segment.holds_gil() and "GPU" not in resources:  # GPU tasks keep parts in flight
+                resources[GIL] = 1
+            for outcome in run_shard_tasks(self.ex, tasks, resources):
+                if isinstance(outcome, Left):
+                    log.warning("%s: %s: %s; the shard is left for the next run", outcome.label,
+                                outcome.reason, outcome.error)
+                    left.append(outcome)
+                    continue
+                new.append(outcome)
+                self.reporter.advance(keys[outcome.part], outcome.stages[0]["in"])
+        finally:
+            self.reporter.stop()
+        return done, new, sorted(left, key=lambda item: item.part)
+
+    def damaged_reads(self, ex: Any, done: dict[str, ShardManifest], following: Segment,
+                      parts: list[Shard]) -> list[str]:
+        """Shards an earlier run committed whose intermediate files the next segment still has
+        to read and that are not whole (checked by checksum, in parallel): their manifests are
+        dropped, so that the next pass runs them again."""
+        if _dataset_finished(self.run_dir, following, self.keys, parts):
+            return []
+        folder = self.run_dir.work_dir(self.segment.index)
+        checks = [(part, str(folder / name), file) for part, m in sorted(done.items())
+                  for name in m.intermediate
+                  if (file := m.file(self.run_dir.recorded(folder / name))) is not None]
+        damaged = set()
+        names = [f"verify-{part}-{Path(path).name}" for part, path, _ in checks]
+        for outcome in ex.map(full_check, checks, names, {}):
+            part, path, why = outcome if isinstance(outcome, tuple) else ("", "", None)
+            if why is not None:
+                log.warning("%s: %s; the shard that wrote it runs again", path, why)
+                damaged.add(part)
+        for part in damaged:
+            self.run_dir.forget(self.segment.index, part)
+        return sorted(damaged)
+
+
+def _dataset_finished(run_dir: RunDir, stage_segment: Segment, keys: RunKeys,
+                      parts: list[Shard]) -> bool:
+    """Whether the dataset stage after a shard segment has written every removal output for
+    these parts (so it reads none of them again): a marker of its key per part."""
+    name, stage = stage_segment.stages[0]
+    key = keys.barrier(name, stage, parts)
+    work = run_dir.work_dir(stage_segment.index)
+    for part in parts:
+        try:
+            marker = run_dir.read_marker(run_dir.removal_marker(work, part.part))
+        except DamagedRecord:
+            return False
+        if marker is None or marker.key != key:
+            return False
+    return bool(parts)

@@ -1,0 +1,1 @@
+"""The run store: the keys results are reused by (``keys``)."""
