@@ -20,13 +20,13 @@ from pathlib import Path
 import harness
 
 from curator.runtime.worker.memory import memory_returned
-from curator.stages.dedup.fuzzy import (
-    FuzzyDedup,
-    _read_text,
-    _signature_part,
-    _SignatureTask,
-    _write_band_rows,
+from curator.stages.dedup.fuzzy import FuzzyDedup
+from curator.stages.dedup.fuzzy.signatures import (
+    SignatureTask,
     part_band_rows,
+    read_text,
+    signature_part,
+    write_band_rows,
 )
 
 RETURNED = False  # each task in ``memory_returned``, as a phase's tasks run
@@ -67,32 +67,32 @@ def profile(args: argparse.Namespace) -> None:
     params = stage.minhash_params()
     stage.model_copy().warm_up()
     work = Path(tempfile.mkdtemp(prefix="profsig-"))
-    tasks = [_SignatureTask(i, str(p), str(work), args.buckets, params, args.device, False)
+    tasks = [SignatureTask(i, str(p), str(work), args.buckets, params, args.device, False)
              for i, p in enumerate(parts)]
     print(f"{len(parts)} parts, {gb:.2f} GB on disk, device {args.device}")
     for returned, threads in [(r, t) for r in ([False, True] if args.memory_returned
                                                  else [False]) for t in args.threads]:
         RETURNED = returned
         print("memory_returned " if returned else "", end="")
-        wall, texts = _timed(lambda t: _read_text(t.path, t.device), tasks, threads)
+        wall, texts = _timed(lambda t: read_text(t.path, t.device), tasks, threads)
         print(f"threads {threads:2d}: read {wall:.2f} s", end="")
         pairs = list(zip(tasks, texts, strict=True))
         wall, rows = _timed(lambda tx: part_band_rows(*tx)[1], pairs, threads)
         print(f" | hash+group {wall:.2f} s", end="")
         del texts, pairs
         pairs = list(zip(tasks, rows, strict=True))
-        wall, _ = _timed(lambda tr: _write_band_rows(tr[0], None, tr[1]), pairs, threads)
+        wall, _ = _timed(lambda tr: write_band_rows(tr[0], None, tr[1]), pairs, threads)
         print(f" | write {wall:.2f} s", end="")
         del rows, pairs
         shutil.rmtree(work / "bands", ignore_errors=True)
 
-        def chained(task: _SignatureTask) -> tuple[float, float, float]:
+        def chained(task: SignatureTask) -> tuple[float, float, float]:
             t0 = time.perf_counter()
-            text = _read_text(task.path, task.device)
+            text = read_text(task.path, task.device)
             t1 = time.perf_counter()
             _, rows = part_band_rows(task, text)
             t2 = time.perf_counter()
-            _write_band_rows(task, None, rows)
+            write_band_rows(task, None, rows)
             return t1 - t0, t2 - t1, time.perf_counter() - t2
 
         wall, steps = _timed(chained, tasks, threads)
@@ -100,8 +100,8 @@ def profile(args: argparse.Namespace) -> None:
         print(f" | chained {wall:.2f} s (task s: read {sums[0]:.1f}, hash+group {sums[1]:.1f},"
               f" write {sums[2]:.1f})", end="")
         shutil.rmtree(work / "bands", ignore_errors=True)
-        wall, _ = _timed(_signature_part, tasks, threads)
-        print(f" | _signature_part {wall:.2f} s = {gb / wall:.2f} GB/s")
+        wall, _ = _timed(signature_part, tasks, threads)
+        print(f" | signature_part {wall:.2f} s = {gb / wall:.2f} GB/s")
         shutil.rmtree(work / "bands", ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
 

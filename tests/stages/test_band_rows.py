@@ -7,7 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from curator.stages.dedup.fuzzy import _ROW_BITS, band_rows
+from curator.stages.dedup.fuzzy.common import ROW_BITS
+from curator.stages.dedup.fuzzy.signatures import band_rows
 
 
 def _tiled(bands: np.ndarray, empty_row: np.ndarray, part: int, buckets: int):
@@ -17,7 +18,7 @@ def _tiled(bands: np.ndarray, empty_row: np.ndarray, part: int, buckets: int):
     hashes = bands[valid].reshape(-1)
     table = pa.table({"band": np.tile(np.arange(width, dtype=np.int16), len(valid)),
                       "hash": hashes,
-                      "key": np.repeat((np.int64(part) << np.int64(_ROW_BITS)) | valid, width)})
+                      "key": np.repeat((np.int64(part) << np.int64(ROW_BITS)) | valid, width)})
     target = (hashes % np.uint64(buckets)).astype(np.int64)
     order = np.argsort(target, kind="stable")
     bounds = np.searchsorted(target[order], np.arange(buckets + 1))

@@ -147,7 +147,7 @@ def test_fuzzy_dedup_gpu_gives_cpu_clusters(inputs, tmp_path, monkeypatch, graph
     """On the GPU: signatures always; component rounds too past GPU_GRAPH_EDGES (0 here); edges
     and components in one GPU task where nothing is verified (``gpu-graph``)."""
     from curator.kernels.minhash_gpu import gpu_available
-    from curator.stages.dedup import fuzzy
+    from curator.stages.dedup.fuzzy import stage as fuzzy
 
     if not gpu_available():
         pytest.skip("no GPU")
@@ -244,7 +244,7 @@ def test_edges_and_components_in_one_task_give_the_phases_output(inputs, referen
                                                                   dask_scheduler):
     """The GPU's one-task graph (every bucket's stars, then one union-find), run here by its
     CPU twin: the output, clusters and edge counts of the edges phase and the rounds."""
-    from curator.stages.dedup import fuzzy
+    from curator.stages.dedup.fuzzy import stage as fuzzy
 
     monkeypatch.setattr(fuzzy, "ONE_TASK_GRAPH_DEVICES", frozenset({"cpu"}))
     folder, _, _ = inputs
