@@ -50,7 +50,6 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--device", default="gpu")
     ap.add_argument("--threads", type=int, nargs="+", default=[16, 8, 4])
-    ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--memory-returned", action="store_true",
                     help="then again with each task in memory_returned (a phase's tasks are)")
     harness.add_results_argument(ap)
@@ -67,8 +66,8 @@ def profile(args: argparse.Namespace) -> None:
     params = stage.minhash_params()
     stage.model_copy().warm_up()
     work = Path(tempfile.mkdtemp(prefix="profsig-"))
-    tasks = [SignatureTask(i, str(p), str(work), args.buckets, params, args.device, False)
-             for i, p in enumerate(parts)]
+    tasks = [SignatureTask(p.stem, str(p), str(work), params, args.device, False)
+             for p in parts]
     print(f"{len(parts)} parts, {gb:.2f} GB on disk, device {args.device}")
     for returned, threads in [(r, t) for r in ([False, True] if args.memory_returned
                                                  else [False]) for t in args.threads]:

@@ -275,3 +275,29 @@ def test_a_finished_run_holds_a_bounded_number_of_files_per_shard(corpus, tmp_pa
     rest = len(files) - sum(per_shard.values())  # per bucket (8) and per run
     assert rest <= 2 * 8 + 40, sorted(str(f.relative_to(run_dir)) for f in files
                                       if not any(part in str(f) for part in parts))
+
+
+def test_added_files_reuse_the_old_parts_minhash_signatures(corpus, tmp_path):
+    """(a) with fuzzy dedup: the old parts' band rows are kept (one file per part, read as hash
+    ranges whatever the bucket count), the new parts' computed; the rest runs over all."""
+    from curator.stages.dedup.fuzzy import FuzzyDedup
+
+    warcs = tmp_path / "warcs"
+    shutil.copytree(corpus / "warc", warcs)
+    for extra in ("f-06.warc.gz", "f-10.warc.gz"):
+        (warcs / extra).rename(tmp_path / extra)
+    run_dir = tmp_path / "run"
+
+    def fuzzy(out: Path) -> Pipeline:
+        p = pipeline(corpus, out, warcs=warcs)
+        p.stages[4] = FuzzyDedup(shingle="word")
+        return p
+
+    run(fuzzy(run_dir))
+    for extra in ("f-06.warc.gz", "f-10.warc.gz"):
+        (tmp_path / extra).rename(warcs / extra)
+    stats = run(fuzzy(run_dir))
+    phases = stats["reuse"]["segment-01"]["phases"]
+    assert (phases["signatures"]["tasks"], phases["signatures"]["reused"]) == (8, 6)
+    assert phases["remove"]["reused"] == 0
+    same_as_scratch(fuzzy(run_dir), run_dir, tmp_path / "scratch")

@@ -1,5 +1,6 @@
-"""band_rows: a part's band hashes as shuffle rows grouped by bucket, equal to tiling the keys and
-taking the rows of a table in a stable sort by bucket (the former code)."""
+"""band_rows: a part's band hashes as shuffle rows (band, hash, row), equal to tiling the rows
+the straightforward way; the ShuffleDir they are written to hands out any bucket of any bucket
+count as the rows whose hash falls in its range, every row once."""
 
 from __future__ import annotations
 
@@ -7,39 +8,50 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from curator.stages.dedup.fuzzy.common import ROW_BITS
+from curator.commit import Commit
+from curator.io.shuffle import ShuffleDir, bucket_bounds
 from curator.stages.dedup.fuzzy.signatures import band_rows
-
-
-def _tiled(bands: np.ndarray, empty_row: np.ndarray, part: int, buckets: int):
-    """The shuffle rows made the straightforward way: repeat, tile, one stable sort, take."""
-    width = bands.shape[1]
-    valid = np.flatnonzero(~(bands == empty_row[None, :]).all(axis=1)).astype(np.int64)
-    hashes = bands[valid].reshape(-1)
-    table = pa.table({"band": np.tile(np.arange(width, dtype=np.int16), len(valid)),
-                      "hash": hashes,
-                      "key": np.repeat((np.int64(part) << np.int64(ROW_BITS)) | valid, width)})
-    target = (hashes % np.uint64(buckets)).astype(np.int64)
-    order = np.argsort(target, kind="stable")
-    bounds = np.searchsorted(target[order], np.arange(buckets + 1))
-    return table.take(pa.array(order)), bounds
 
 
 def _bands(n: int, width: int, empty: list[int], seed: int = 0):
     rng = np.random.default_rng(seed)
     bands = rng.integers(0, 2**63, (n, width), dtype=np.int64).view(np.uint64)
     bands[:, 0] %= np.uint64(7)  # many equal hashes in one band: ties within buckets
+    bands[:, 1] |= np.uint64(1 << 63)  # hashes past 2^63: the top of the range is read too
     empty_row = rng.integers(0, 2**63, width, dtype=np.int64).view(np.uint64)
     bands[empty] = empty_row
     return bands, empty_row
 
 
-@pytest.mark.parametrize(("n", "empty", "buckets"), [
-    (1000, [], 16), (1000, [0, 5, 999], 7), (3, [0, 1, 2], 4), (0, [], 3), (500, [1], 70000)])
-def test_band_rows_equal_the_tiled_table(n, empty, buckets):
+@pytest.mark.parametrize(("n", "empty"), [(1000, []), (1000, [0, 5, 999]), (3, [0, 1, 2]),
+                                          (0, [])])
+def test_band_rows_equal_the_tiled_rows(n, empty):
     bands, empty_row = _bands(n, 5, empty)
-    rows = band_rows(bands, empty_row, part=3, buckets=buckets)
-    table, bounds = _tiled(bands, empty_row, 3, buckets)
-    assert pa.table(rows.columns).equals(table)
-    assert rows.bounds.tolist() == bounds.tolist()
+    rows = band_rows(bands, empty_row)
+    valid = np.array([i for i in range(n) if i not in empty], np.int64)
+    expected = pa.table({"band": np.tile(np.arange(5, dtype=np.int16), len(valid)),
+                         "hash": bands[valid].reshape(-1) if len(valid) else
+                         np.empty(0, np.uint64),
+                         "row": np.repeat(valid, 5)})
+    assert pa.table(rows.columns).equals(expected)
     assert (rows.docs, rows.empty) == (n, len(empty))
+
+
+@pytest.mark.parametrize("buckets", [1, 7, 16, 3000])
+def test_any_bucket_count_reads_every_row_once_in_its_range(tmp_path, buckets):
+    bands, empty_row = _bands(2000, 5, [3])
+    table = pa.table(band_rows(bands, empty_row).columns)
+    shuffle, commit = ShuffleDir(tmp_path, "hash"), Commit()
+    shuffle.write("part-a", table, commit)
+    commit.publish()
+    seen = []
+    for b in range(buckets):
+        got = shuffle.read("part-a", b, buckets)
+        lo, hi = bucket_bounds(b, buckets)
+        hashes = got.column("hash").to_numpy()
+        assert ((hashes >= np.uint64(lo)) & (hashes.astype(object) < hi)).all()
+        seen.append(got)
+    together = pa.concat_tables(seen)
+    assert together.num_rows == table.num_rows
+    key = [("hash", "ascending"), ("row", "ascending"), ("band", "ascending")]
+    assert together.sort_by(key).equals(table.sort_by(key))

@@ -26,6 +26,7 @@ from curator.stages.dedup.fuzzy.common import (
     use_gpu,
 )
 from curator.stages.dedup.fuzzy.edges import route_edges
+from curator.stages.dedup.fuzzy.signatures import bucket_rows
 
 
 @dataclass(frozen=True)
@@ -150,12 +151,10 @@ def graph_whole(task: GraphTask) -> dict:
     xp = np
     if use_gpu(task.device):
         import cupy as xp
-    folder = Path(task.work) / "bands"
-    n_parts = len(task.docs)
+    names = tuple(Path(path).stem for path in task.paths)
 
     def bucket(b: int) -> pa.Table | None:
-        return read_all([folder / f"part-{p:05d}" / f"bucket-{b:05d}.arrow"
-                          for p in range(n_parts)])
+        return bucket_rows(task.work, names, b, task.partitions)
 
     offsets = part_offsets(task.docs)
     dense_offsets = xp.asarray(offsets)

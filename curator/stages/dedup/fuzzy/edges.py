@@ -16,29 +16,29 @@ from curator.stages.dedup.fuzzy.common import (
     ROW_BITS,
     ROW_MASK,
     node_partition,
-    read_all,
     use_gpu,
 )
+from curator.stages.dedup.fuzzy.signatures import bucket_rows, signatures_path
 
 
 @dataclass(frozen=True)
 class EdgeTask:
     bucket: int
     work: str
-    parts: int
+    parts: tuple[str, ...]  # the parts' names, in the run's order
     partitions: int
     verify: bool
     threshold: float
     device: str
 
 
-def gather_signatures(work: str, keys: np.ndarray) -> np.ndarray:
+def gather_signatures(work: str, keys: np.ndarray, parts: tuple[str, ...]) -> np.ndarray:
     """Signature rows of ``keys`` read from the parts' memory-mapped ``.npy`` files."""
     part = keys >> np.int64(ROW_BITS)
     row = keys & ROW_MASK
     out: np.ndarray | None = None
     for p in np.unique(part):
-        sigs = np.load(Path(work) / "sigs" / f"part-{int(p):05d}.npy", mmap_mode="r")
+        sigs = np.load(signatures_path(work, parts[int(p)]), mmap_mode="r")
         if out is None:
             out = np.empty((len(keys), sigs.shape[1]), np.uint32)
         sel = np.flatnonzero(part == p)
@@ -61,8 +61,7 @@ def edges_bucket(task: EdgeTask) -> dict:
     from curator.kernels.lsh import bucket_stars, signature_similarity, unique_edges
 
     folder = Path(task.work)
-    table = read_all([folder / "bands" / f"part-{p:05d}" / f"bucket-{task.bucket:05d}.arrow"
-                       for p in range(task.parts)])
+    table = bucket_rows(task.work, task.parts, task.bucket, task.partitions)
     empty = np.empty(0, np.int64)
     src, dst = empty, empty
     if table is not None:
@@ -76,7 +75,8 @@ def edges_bucket(task: EdgeTask) -> dict:
             src, dst = unique_edges(*bucket_stars(*columns))  # several bands, one pair
     candidates = len(src)
     if task.verify and len(src):
-        sim = signature_similarity(gather_signatures(task.work, np.concatenate([src, dst])),
+        sim = signature_similarity(gather_signatures(task.work, np.concatenate([src, dst]),
+                                                     task.parts),
                                    np.arange(len(src)), np.arange(len(src), 2 * len(src)))
         keep = sim >= task.threshold
         src, dst = src[keep], dst[keep]

@@ -90,7 +90,7 @@ class FuzzyDedup(DatasetStage):
         """Everything a signatures task runs, compiled or loaded, before the first one: the
         CUDA context and the kernel (~1.5 s on an H200), or numba's functions (left to the first
         tasks, 16 threads queued on numba's compiler lock: 8.0 thread-seconds, profiled)."""
-        task = SignatureTask(0, "", "", 2, self.minhash_params(), self.device, False)
+        task = SignatureTask("", "", "", self.minhash_params(), self.device, False)
         part_band_rows(task, pa.array(["warm up the kernels", ""]))
 
     def minhash_params(self) -> Any:
@@ -137,9 +137,10 @@ class FuzzyDedup(DatasetStage):
         keys = [f"part-{i:05d}" for i in range(len(parts))]
         bucket_keys = [f"bucket-{b:05d}" for b in range(nb)]
         gpu = self.resources()
+        names = [p.stem for p in parts]
         sig = ctx.run_phase("signatures", signature_part, [
-            SignatureTask(i, str(p), work, nb, params, self.device, self.verify)
-            for i, p in enumerate(parts)], keys, gpu)
+            SignatureTask(name, str(p), work, params, self.device, self.verify)
+            for name, p in zip(names, parts, strict=True)], names, gpu, reads=parts)
         graph = GraphTask(work, nb, tuple(s["docs"] for s in sig),
                            tuple(str(p) for p in parts), self.device)
         rounds, cluster_buckets = 0, 1  # a graph solved in one task: its clusters in one bucket
@@ -149,7 +150,8 @@ class FuzzyDedup(DatasetStage):
             n_edges = edges[0]["edges"]
         else:
             edges = ctx.run_phase("edges", edges_bucket, [
-                EdgeTask(b, work, len(parts), nb, self.verify, self.threshold, self.device)
+                EdgeTask(b, work, tuple(names), nb, self.verify, self.threshold,
+                         self.device)
                 for b in range(nb)], bucket_keys, gpu)
             n_edges = sum(e["edges"] for e in edges)
             if n_edges <= self.whole_graph_edges:
