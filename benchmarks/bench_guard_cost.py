@@ -15,6 +15,10 @@ pages, about 8 s of ``curate run`` on 2 cores), read_warc -> langid_html -> extr
 (trafilatura) -> langid -> Gopher/C4/FineWeb filters -> fuzzy dedup -> write_parquet ->
 tokenize, Dask with ``--workers`` processes. The only change to ``curator_yaml``'s text: its
 explicit ``timeout_s: 60`` on extract_html is dropped, so the guarded run is the defaults.
+``--warc GLOB`` reads other WARC files instead, such as ``bench_incremental.py``'s unique pages:
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_guard_cost.py --rounds 2 \
+        --warc 'bench-data/incremental/warc-200mb-8f-seed0/crawl-0[01].warc.gz'
 
 Each round runs ``.venv/bin/curate run`` guarded, then unguarded, each into a fresh run folder
 (``--warmup`` unmeasured guarded runs first fill numba's and the page cache). Measured: wall
@@ -39,6 +43,7 @@ import argparse
 import compileall
 import contextlib
 import ctypes
+import glob
 import hashlib
 import json
 import os
@@ -217,6 +222,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured guarded runs first")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus"))
+    ap.add_argument("--warc", default=None,
+                    help="read these WARC files (a glob) instead of the tiled benchmark pages, "
+                    "e.g. bench_incremental.py's unique pages under bench-data/incremental/")
     ap.add_argument("--dir", default="bench-data/guard-cost")
     ap.add_argument("--keep", action="store_true", help="keep every run folder")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results_guard_cost.md"))
@@ -227,7 +235,10 @@ def main() -> None:
     # as bench_e2e: curator's modules byte-compiled, as an installed package has them (this
     # machine sets PYTHONDONTWRITEBYTECODE: every process would compile them again)
     compileall.compile_dir(str(ROOT / "curator"), quiet=1)
-    pattern, n_pages = stage_input(root, Path(args.corpus), args.copies)
+    if args.warc:
+        pattern, n_pages = str(Path(args.warc).resolve()), 0
+    else:
+        pattern, n_pages = stage_input(root, Path(args.corpus), args.copies)
     tokenizer = tokenizer_file(root)
     yaml = curator_yaml(pattern, tokenizer, args.workers)
     explicit = f", timeout_s: {TIMEOUT_S}"
@@ -274,7 +285,8 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
         return run
 
-    n_in = sum(1 for _ in Path(pattern).parent.parent.glob("*/*.warc.gz"))
+    n_in = len(glob.glob(pattern)) if args.warc else \
+        sum(1 for _ in Path(pattern).parent.parent.glob("*/*.warc.gz"))
     print(f"input: {pattern} ({n_in} files), {n_pages} pages x {args.copies} + sample; "
           f"{args.rounds} rounds", flush=True)
     for i in range(args.warmup):
@@ -317,9 +329,12 @@ def main() -> None:
     lines = [
         "# Cost of the per-document guards (langid_html, extract_html timeout_s), curate run",
         "",
-        f"Input: {records} WARC response records ({n_pages} benchmark pages x {args.copies} "
-        f"copies under distinct URLs, exact duplicates, + the bundled sample's responses "
-        f"once), bench_e2e's pipeline, Dask, {args.workers} workers; the code of `{ROOT}`. "
+        (f"Input: {records} WARC response records of `{args.warc}` (as given), "
+         if args.warc else
+         f"Input: {records} WARC response records ({n_pages} benchmark pages x {args.copies} "
+         f"copies under distinct URLs, exact duplicates, + the bundled sample's responses "
+         f"once), ")
+        + f"bench_e2e's pipeline, Dask, {args.workers} workers; the code of `{ROOT}`. "
         f"{args.rounds} "
         f"interleaved rounds (guarded, unguarded), {args.warmup} unmeasured guarded run(s) "
         "first, a fresh run folder each. CPU: the whole process tree "

@@ -12,6 +12,7 @@ import contextlib
 import glob
 import hashlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 from collections.abc import Iterable
@@ -106,10 +107,7 @@ def imports_digest(paths: Iterable[str | Path]) -> str:
         if Path(text).is_file():
             parts.append([Path(text).name, _file_digest(Path(text))])
             continue
-        spec = None
         try:
-            import importlib.util
-
             spec = importlib.util.find_spec(text)
         except (ImportError, ValueError):
             spec = None

@@ -166,7 +166,7 @@ class RunDir:
         mine = [self.root / name for name in OWN_FILES if name != RUN_FILE]
         for path in self.manifest_files():
             try:
-                mine += [self._path(f["path"]) for f in read_json(path).get("files", [])]
+                mine += [self.path_of(f["path"]) for f in read_json(path).get("files", [])]
             except DamagedRecord as err:
                 log.warning("%s; the files it names are left in place", err)
         mine += list(dataset_files)
@@ -295,14 +295,14 @@ class RunDir:
         """A shard no longer in the input: its files, then its manifest, removed (all of them
         this run's own)."""
         for file in manifest.files:
-            self._path(file["path"]).unlink(missing_ok=True)
+            self.path_of(file["path"]).unlink(missing_ok=True)
         self.forget(segment, manifest.part)
 
     def damaged(self, files: list[FileRecord], full: bool = False) -> list[tuple[Path, str]]:
         """The recorded ``files`` (paths as manifests name them) that are not as recorded."""
         found = []
         for file in files:
-            path = self._path(file["path"])
+            path = self.path_of(file["path"])
             why = damage(path, file, full)
             if why is not None:
                 found.append((path, why))
@@ -322,7 +322,7 @@ class RunDir:
         keep = {self.recorded(final) for final in pending.finals()} | {f["path"] for f in carried}
         for file in previous:
             if file["path"] not in keep:
-                self._path(file["path"]).unlink(missing_ok=True)
+                self.path_of(file["path"]).unlink(missing_ok=True)
         pending.publish()
         segment = f"segment-{manifest.segment:02d}"
         halt.point(f"shard-commit:{segment}", manifest.part)
@@ -381,7 +381,4 @@ class RunDir:
 
     def path_of(self, recorded: str) -> Path:
         """The file a record names (relative to the run directory, or absolute)."""
-        return self._path(recorded)
-
-    def _path(self, recorded: str) -> Path:
         return self.root / recorded  # an absolute recorded path stays absolute

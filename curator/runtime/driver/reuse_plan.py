@@ -8,11 +8,15 @@ from collections import Counter
 from pathlib import Path
 
 from curator.batch import Shard
-from curator.commit import DamagedRecord
 from curator.pipeline import PipelineModel
 from curator.plugins import load_imports
 from curator.runtime.driver.run_keys import RunKeys
-from curator.runtime.driver.runner import list_input_shards, next_shards, task_stages
+from curator.runtime.driver.runner import (
+    barrier_outputs,
+    list_input_shards,
+    next_shards,
+    task_stages,
+)
 from curator.runtime.worker.shard_reuse import plan_reuse
 from curator.store.run_dir import RunDir
 
@@ -25,7 +29,8 @@ def reuse_plan(pipeline: PipelineModel, root: str | Path) -> list[str]:
     keys = RunKeys(pipeline, load_imports(pipeline.imports))
     shards: list[Shard] | None = list_input_shards(pipeline)
     lines = []
-    for segment in pipeline.plan().segments:
+    segments = pipeline.plan().segments
+    for segment in segments:
         label = f"segment {segment.index}"
         if shards is None:
             lines.append(f"{label}: computed where what it reads changes (known once the "
@@ -34,7 +39,7 @@ def reuse_plan(pipeline: PipelineModel, root: str | Path) -> list[str]:
         if segment.kind == "dataset":
             name, stage = segment.stages[0]
             key = keys.barrier(name, stage, shards)
-            outputs = _barrier_outputs(run_dir, segment.index, key, shards)
+            outputs = barrier_outputs(run_dir, segment.index, key, shards)
             lines.append(f"{label} ({name}): " + ("reused" if outputs is not None else
                                                   "computed (what it reads changed)"))
             shards = outputs
@@ -57,25 +62,8 @@ def reuse_plan(pipeline: PipelineModel, root: str | Path) -> list[str]:
         extra = extra.replace("; checkpoint", "; from the checkpoint (no extraction)")
         lines.append(f"{label}: {len(done)} shards reused, {len(shards) - len(done)} computed"
                      f"{extra}")
-        following = len(done) == len(shards) and segment.index + 1 < len(pipeline.plan().segments)
+        following = len(done) == len(shards) and segment.index + 1 < len(segments)
         shards = next_shards(run_dir, segment, [done[s.part] for s in shards]) \
             if following else None
     return lines
 
-
-def _barrier_outputs(run_dir: RunDir, index: int, key: str,
-                     parts: list[Shard]) -> list[Shard] | None:
-    """The dataset stage's outputs when every removal marker carries ``key``, else None."""
-    work = run_dir.work_dir(index)
-    out = []
-    for i, part in enumerate(parts):
-        try:
-            marker = run_dir.read_marker(run_dir.removal_marker(work, part.part))
-        except DamagedRecord:
-            return None
-        if marker is None or marker.key != key:
-            return None
-        path = run_dir.outputs_dir(work) / f"{part.part}.parquet"
-        out.append(Shard(i, str(path), name=part.part, digest=marker.checksum(
-            run_dir.recorded(path)), source=part.source))
-    return out

@@ -381,15 +381,26 @@ class _SegmentRun:
 def _dataset_finished(run_dir: RunDir, stage_segment: Segment, keys: RunKeys,
                       parts: list[Shard]) -> bool:
     """Whether the dataset stage after a shard segment has written every removal output for
-    these parts (so it reads none of them again): a marker of its key per part."""
+    these parts (so it reads none of them again)."""
     name, stage = stage_segment.stages[0]
-    key = keys.barrier(name, stage, parts)
-    work = run_dir.work_dir(stage_segment.index)
-    for part in parts:
+    return bool(parts) and barrier_outputs(run_dir, stage_segment.index,
+                                           keys.barrier(name, stage, parts), parts) is not None
+
+
+def barrier_outputs(run_dir: RunDir, index: int, key: str,
+                    parts: list[Shard]) -> list[Shard] | None:
+    """The parts a dataset stage handed on when every removal marker carries ``key`` (as the
+    next segment's shards, with their recorded checksums), else None."""
+    work = run_dir.work_dir(index)
+    out = []
+    for i, part in enumerate(parts):
         try:
             marker = run_dir.read_marker(run_dir.removal_marker(work, part.part))
         except DamagedRecord:
-            return False
+            return None
         if marker is None or marker.key != key:
-            return False
-    return bool(parts)
+            return None
+        path = run_dir.outputs_dir(work) / f"{part.part}.parquet"
+        out.append(Shard(i, str(path), name=part.part, source=part.source,
+                         digest=marker.checksum(run_dir.recorded(path))))
+    return out

@@ -282,9 +282,10 @@ class _Signals:
         if replay is None:
             return None
         scores = replay.take(ids)
-        if scores is None:
+        if scores is None:  # computed from here on; no file would hold the whole shard's
             del self.replays[name]
             self.reuse.replays.pop(name, None)
+            self.scores.pop(name, None)
         return scores
 
     def record(self, name: str, ids: Any, signals: dict[str, pa.Array]) -> None:
