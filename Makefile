@@ -69,6 +69,10 @@ test: install-dev browser
 test-fast: install-dev
 	$(VENV)/bin/pytest -q -m 'not slow and not browser and not gpu'
 
+# The kill/fault tier: runs killed at named points, dying workers, budgets, interrupts, locks.
+test-kill: install-dev
+	$(VENV)/bin/pytest -q -m kill
+
 # Each benchmark writes its figures to a file under benchmarks/ (GPU ones: see results_dedup.md).
 bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_io.py

@@ -217,6 +217,21 @@ class Peaks:
 
     per_process: dict[int, tuple[str, float]] = field(default_factory=dict)
     tree: float = 0.0
+    device: float = 0.0  # the GPUs' memory in use, summed over cards (NVML; 0 without it)
+
+
+def _device_used_mb() -> float | None:
+    """Memory in use on every visible GPU, summed (MiB), by NVML; None where NVML is missing."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        return sum(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used
+                   for i in range(pynvml.nvmlDeviceGetCount())) / 2**20
+    except pynvml.NVMLError:
+        return None
 
 
 def _role(proc: psutil.Process, root: int) -> str:
@@ -243,7 +258,11 @@ def _high_water_mb(pid: int) -> float:
 
 
 def _sample(root: psutil.Process, peaks: Peaks, stop: threading.Event, interval: float) -> None:
+    idle = _device_used_mb()  # what the card held before the run (other tenants, contexts)
     while not stop.is_set():
+        used = _device_used_mb()
+        if used is not None and idle is not None:
+            peaks.device = max(peaks.device, used - idle)
         total = 0.0
         try:
             tree = [root, *root.children(recursive=True)]
@@ -327,7 +346,7 @@ def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -
             "driver_mb": next((mb for r, mb in peaks.per_process.values() if r == "driver"), 0),
             "max_process_mb": max((mb for _, mb in peaks.per_process.values()), default=0),
             "max_worker_mb": max(workers_peak, default=0), "workers_seen": len(workers_peak),
-            "tree_mb": peaks.tree, "out": out}
+            "tree_mb": peaks.tree, "device_mb": peaks.device, "out": out}
 
 
 def planted_joined(run: Path, clusters: Path) -> tuple[int, int]:
@@ -364,17 +383,19 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
              f"{args.processes} processes.", "",
              "| device | whole run s (wall) | run s (stats) | stage s | stage TB/h | run TB/h | "
              "driver peak MiB | largest worker MiB (worker processes) | largest process MiB | "
-             "tree sum peak MiB | kept | removed |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "tree sum peak MiB | GPU memory peak MiB | kept | removed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         lines.append(f"| {r['device']} | {r['wall']:.1f} | {r['run_seconds']:.1f} | "
                      f"{r['stage_seconds']:.1f} | {_tbh(nbytes, r['stage_seconds']):.3f} | "
                      f"{_tbh(nbytes, r['wall']):.3f} | {r['driver_mb']:.0f} | "
                      f"{r['max_worker_mb']:.0f} ({r['workers_seen']}) | "
-                     f"{r['max_process_mb']:.0f} | {r['tree_mb']:.0f} | {r['kept']:,} | "
+                     f"{r['max_process_mb']:.0f} | {r['tree_mb']:.0f} | "
+                     f"{r['device_mb']:.0f} | {r['kept']:,} | "
                      f"{r['removed']:,} |")
     lines += ["", "Peak RSS per process: the kernel's high-water mark (VmHWM), read every 0.1 s; "
-              "the tree sum is sampled every 0.1 s (a pipeline whose "
+              "the tree sum and the GPUs' memory in use (NVML, less what they held before the "
+              "run) are sampled every 0.1 s (a pipeline whose "
               "stages all release the GIL runs its workers as threads of the driver: no worker "
               "processes then).", "",
               "Per-phase seconds (stats.json `phases`; tasks in brackets):", ""]
@@ -445,6 +466,7 @@ def main() -> None:
             run_device(args.stage, device, args.work / "corpus-warm", args.work, args.workers)
         print(f"warmed: the same runs on {tiny['docs']:,} documents first", flush=True)
     runs = []
+    joined = None
     for device in args.devices:
         r = run_device(args.stage, device, parts, args.work, args.workers)
         print(f"{device}: whole run {r['wall']:.1f} s, {args.stage}_dedup "
@@ -452,9 +474,9 @@ def main() -> None:
               f"tree peak {r['tree_mb']:.0f} MiB, largest process {r['max_process_mb']:.0f} MiB",
               flush=True)
         runs.append(r)
-    joined = None
-    if args.stage == "fuzzy":
-        joined = planted_joined(runs[0]["out"], args.work / f"{parts.name}-clusters.parquet")
+        if args.stage == "fuzzy" and len(runs) == 1:
+            joined = planted_joined(r["out"], args.work / f"{parts.name}-clusters.parquet")
+        shutil.rmtree(r["out"])  # hashed and counted: the disk is needed for the next run
     text = report(args, made, runs, joined, command)
     harness.record(args.results, text, figures={
         r["device"]: {k: v for k, v in r.items() if k != "out"} for r in runs})

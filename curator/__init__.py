@@ -24,6 +24,7 @@ _EXPORTS = {
     "DatasetStage": "curator.stages.base",
     "DatasetResult": "curator.stages.base",
     "Decisions": "curator.stages.context",
+    "PhaseResult": "curator.stages.context",
     "BatchResult": "curator.batch",
     "Failure": "curator.batch",
     "ScoreBins": "curator.counts",

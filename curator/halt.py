@@ -32,6 +32,8 @@ POINTS = {
     "phase-done": "a dataset phase task's marker is written (scope: the phase)",
     "finalize": "every shard of a segment is committed, its writers not finalized "
                 "(scope: segment-NN)",
+    "trim": "a dataset stage's record is written, its work folder not yet trimmed "
+            "(scope: segment-NN)",
     "stats": "every segment is done, stats.json not yet written",
 }
 

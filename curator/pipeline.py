@@ -53,6 +53,10 @@ class PipelineModel(BaseModel):
         "step (the parts a dataset stage reads, and what it keeps for the next segment): none "
         "costs least CPU where the run directory is on a local disk; zstd writes about half "
         "as much to a shared file system. Outputs are the same bytes whichever is chosen.")
+    keep_work: bool = Field(
+        False, description="Keep each dataset stage's whole work folder once it has finished "
+        "(per-bucket decisions, component rounds, the decontamination index), to inspect it; by "
+        "default only what later runs reuse is kept (docs/reuse.md). Outputs are the same.")
     max_failed_fraction: float = Field(
         0.1, ge=0, le=1, description="A stage that fails more of a shard's documents than this "
         "stops the run, naming itself (1: never).")

@@ -106,17 +106,26 @@ SLOW = ("jobs/", "hostile/", "runtime/test_kill_", "runtime/test_resume.py",
         "io/test_megatron.py", "io/test_parquet_bytes.py", "io/test_bad_input.py",
         "test_cli_failures.py", "stages/test_heuristic_chain.py",
         "stages/test_filters_bad_input.py")
+#: The kill/fault tier (``make test-kill``): runs SIGKILLed at named points, dying workers, failure
+#: budgets, interrupts, locks, the batch jobs' faults.
+KILL = ("runtime/test_kill_", "runtime/test_resume.py", "runtime/test_worker_faults.py",
+        "runtime/test_failure_budget.py", "runtime/test_run_lock.py",
+        "runtime/test_run_safety.py", "runtime/test_sandbox_fork.py", "jobs/test_job_faults.py",
+        "test_cli_interrupt.py", "test_halt.py")
 BROWSER = ("report/test_report_browser.py",)
 GPU = ("kernels/test_gpu", "kernels/test_normalise_gpu.py", "runtime/test_devices.py")
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark the tiers: ``slow`` (above, and every test on the session's Dask cluster),
-    ``browser`` (headless Chromium) and ``gpu`` (CUDA devices; skipped without one)."""
+    ``kill`` (the kill/fault tier), ``browser`` (headless Chromium) and ``gpu`` (CUDA devices;
+    skipped without one)."""
     for item in items:
         name = item.nodeid.removeprefix("tests/")
         if name.startswith(SLOW) or "dask_scheduler" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+        if name.startswith(KILL):
+            item.add_marker(pytest.mark.kill)
         if name.startswith(BROWSER):
             item.add_marker(pytest.mark.browser)
         if name.startswith(GPU):

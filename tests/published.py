@@ -20,7 +20,7 @@ RUN = "<run>"
 NOT_PUBLISHED_FILES = {"run.json", "report.html", ".curator.lock", "stats.json"}
 NOT_PUBLISHED_FOLDERS = {"_manifests", "_work", "_store", "jobs"}
 VOLATILE = {"seconds", "executor_start_seconds", "timeline", "seen", "reuse", "reused",
-            "store_bytes", "downloads"}
+            "store_bytes", "work_bytes", "downloads"}
 
 
 def without_volatile(value: Any) -> Any:

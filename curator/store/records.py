@@ -94,3 +94,20 @@ class PhaseMarker:
     def checksum(self, recorded: str) -> str:
         """The recorded checksum of the file named ``recorded`` ("" if it has none)."""
         return next((f["xxh3_128"] for f in self.files if f["path"] == recorded), "")
+
+
+@dataclass
+class DatasetRecord:
+    """A dataset stage finished under ``key``: its funnel entry, and the phases whose per-part
+    work is kept for later runs (the rest of its work folder is removed)."""
+
+    key: str
+    count: dict[str, Any]
+    kept_phases: list[str] = field(default_factory=list)
+
+    def to_record(self) -> dict[str, Any]:
+        return {"fingerprint": self.key, "count": self.count, "kept_phases": self.kept_phases}
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> DatasetRecord:
+        return cls(data["fingerprint"], data["count"], list(data.get("kept_phases", [])))

@@ -12,7 +12,7 @@ from typing import Any
 
 from curator import halt
 from curator.commit import Commit, DamagedRecord, damage, facts, read_json, write_json_atomic
-from curator.store.records import FileRecord, PhaseMarker, ShardManifest
+from curator.store.records import DatasetRecord, FileRecord, PhaseMarker, ShardManifest
 
 RUN_FILE = "run.json"
 MANIFESTS = "_manifests"
@@ -97,6 +97,10 @@ class RunDir:
     def marker_path(self, work: Path, phase: str, key: str) -> Path:
         """The marker a phase task commits once its files are written."""
         return work / phase / DONE / f"{key}.json"
+
+    def dataset_record_path(self, segment: int) -> Path:
+        """Written once a dataset stage has finished: its key and count (beside the manifests)."""
+        return self.root / MANIFESTS / f"segment-{segment:02d}" / "dataset.json"
 
     def outputs_dir(self, work: Path) -> Path:
         """Where a dataset stage's removal phase writes the parts the next segment reads."""
@@ -263,6 +267,44 @@ class RunDir:
         write_json_atomic(self.phase_times_file(work), {
             "fingerprint": key, "phases": {name: {"seconds": s} for name, s in times.items()}})
 
+    def dataset_record(self, segment: int) -> DatasetRecord | None:
+        """The finished record of the dataset stage of ``segment`` (None when there is none or
+        it cannot be read: the stage then runs, reusing what its markers still hold)."""
+        path = self.dataset_record_path(segment)
+        try:
+            return DatasetRecord.from_record(read_json(path))
+        except FileNotFoundError:
+            return None
+        except (DamagedRecord, KeyError, TypeError) as err:
+            log.warning("%s: not a dataset record this version reads (%s); the stage runs",
+                        path, err)
+            return None
+
+    def write_dataset_record(self, segment: int, record: DatasetRecord) -> None:
+        write_json_atomic(self.dataset_record_path(segment), record.to_record())
+
+    def trim(self, work: Path, kept_phases: Iterable[str]) -> int:
+        """Remove a finished dataset stage's work that later runs do not reuse: everything in
+        ``work`` but its output parts, its removal markers, and the markers of ``kept_phases``
+        (per-part work) with the files they record. Markers go before their files, so a trim
+        cut part-way leaves no marker whose files are gone unnoticed. Returns files removed."""
+        keep = set(self.outputs_dir(work).glob("*.parquet"))
+        for phase in (REMOVE, *kept_phases):
+            for marker in self.markers_of(work, phase):
+                keep.add(marker)
+                try:
+                    keep.update(self.path_of(f["path"]) for f in self.record_files(marker))
+                except DamagedRecord:
+                    continue
+        files = [p for p in work.rglob("*") if p.is_file() and p not in keep]
+        files.sort(key=lambda p: p.parent.name != DONE)  # markers first
+        for path in files:
+            path.unlink(missing_ok=True)
+        for folder in sorted((p for p in work.rglob("*") if p.is_dir()), reverse=True):
+            if not any(folder.iterdir()):
+                folder.rmdir()
+        return len(files)
+
     def unified(self, segment: int, key: str) -> bool:
         """Whether the segment's Parquet folders were given one schema under ``key``."""
         try:
@@ -378,6 +420,11 @@ class RunDir:
     def store_bytes(self) -> int:
         """Bytes kept for later runs to reuse (checkpoints, scores)."""
         return sum(p.stat().st_size for p in self.store_files())
+
+    def work_bytes(self) -> int:
+        """Bytes of the work folders: the parts segments hand on and the per-part work of
+        dataset stages, what later runs reuse once the run has finished."""
+        return sum(p.stat().st_size for p in (self.root / WORK).rglob("*") if p.is_file())
 
     def path_of(self, recorded: str) -> Path:
         """The file a record names (relative to the run directory, or absolute)."""

@@ -322,6 +322,23 @@ def in_shards(segment: int, shards: int, at: int, committing: bool = False) -> K
     return KillPoint(f"{seg}@{at}/{shards}", f"shard-done:{seg}", at, landed)
 
 
+def in_trim(segment: int) -> KillPoint:
+    """Halt a finished dataset stage between its record and the trim of its work folder: the
+    kill finds the record written and the per-bucket work still there."""
+    seg = f"segment-{segment:02d}"
+
+    def landed(run_dir: Path, halted: dict[str, Any], reference: Path | None) -> str | None:
+        if not (run_dir / "_manifests" / seg / "dataset.json").exists():
+            return "the dataset record was not written"
+        work = run_dir / "_work" / seg
+        kept = {"out", "remove", "hash", "signatures", "bands", "match", "matches"}
+        if not any(p.name not in kept for p in work.iterdir()):
+            return "the work folder was already trimmed"
+        return None
+
+    return KillPoint(f"trim-{seg}", f"trim:{seg}", 1, landed)
+
+
 def hook_point(setting: str) -> KillPoint:
     """The KillPoint of a bare ``CURATOR_HALT`` setting (``NAME`` or ``NAME@N``), checked as far
     as its name tells: a shard point as :func:`in_shards` (the segment's size unknown), a

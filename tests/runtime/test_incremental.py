@@ -260,7 +260,7 @@ def test_a_finished_run_holds_a_bounded_number_of_files_per_shard(corpus, tmp_pa
     """Per input shard, whatever the number of shuffle buckets: its manifests, intermediate
     parts, checkpoint and scores, its rejected and error files, one hash file and one n-gram
     match file, the dedup and decontamination outputs and markers, its writers' files
-    (docs/reuse.md lists them)."""
+    (docs/reuse.md lists them); nothing per bucket once the dataset stages have finished."""
     run_dir = tmp_path / "run"
     p = pipeline(corpus, run_dir)
     p.stages[4] = ExactDedup(buckets=8)
@@ -272,8 +272,9 @@ def test_a_finished_run_holds_a_bounded_number_of_files_per_shard(corpus, tmp_pa
     files = [f for f in run_dir.rglob("*") if f.is_file()]
     per_shard = {part: sum(part in str(f.relative_to(run_dir)) for f in files) for part in parts}
     assert max(per_shard.values()) <= 40, per_shard
-    rest = len(files) - sum(per_shard.values())  # per bucket (8) and per run
-    assert rest <= 2 * 8 + 40, sorted(str(f.relative_to(run_dir)) for f in files
+    assert not (run_dir / "_work" / "segment-01" / "decisions").exists()  # trimmed
+    rest = len(files) - sum(per_shard.values())  # per run
+    assert rest <= 40, sorted(str(f.relative_to(run_dir)) for f in files
                                       if not any(part in str(f) for part in parts))
 
 

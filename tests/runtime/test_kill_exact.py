@@ -1,5 +1,6 @@
 """exact_dedup killed with SIGKILL (driver, scheduler and workers) inside each of its phases, and
-between a shard's files and its manifest, then run again with the same command, gives the
+between a shard's files and its manifest, and between the stage's record and the trim of its
+work folder, then run again with the same command, gives the
 uninterrupted run's bytes."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ POINTS = {
     "hash": killing.in_phase(1, "hash", SHARDS, SHARDS // 4),
     "group": killing.in_phase(1, "group", BUCKETS, BUCKETS // 4),
     "remove": killing.in_phase(1, "remove", SHARDS, SHARDS // 4),
+    "trim": killing.in_trim(1),
     "segment-02": killing.in_shards(2, SHARDS, SHARDS // 4),
 }
 

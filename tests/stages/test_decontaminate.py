@@ -374,13 +374,14 @@ PHASES = ["index", "match", "frequency", "cut", "remove"]
 
 
 def _small_pipeline(folder: Path, configs: list[dict]) -> Pipeline:
+    """Its whole work folder kept after the stage: the restart tests cut it as a kill would."""
     p = SMALL
     return Pipeline([ReadJsonl(path=f"{folder}/part-*.jsonl"),
                      Decontaminate(tasks=configs, ngram_words=p.n_word, min_words=p.min_word,
                                    ngram_chars=p.n_char, min_chars=p.min_char,
                                    max_docs=p.max_docs, margin=p.margin,
                                    min_fragment=p.min_fragment, max_splits=p.max_splits),
-                     WriteParquet()])
+                     WriteParquet()], keep_work=True)
 
 
 @pytest.fixture(scope="module")

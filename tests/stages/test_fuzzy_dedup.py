@@ -57,12 +57,13 @@ def inputs(tmp_path_factory):
     return folder, records, variants
 
 
-def _pipeline(folder, **params) -> Pipeline:
-    """The component rounds unless ``params`` say otherwise (``whole_graph_edges=0``)."""
+def _pipeline(folder, keep_work: bool = False, **params) -> Pipeline:
+    """The component rounds unless ``params`` say otherwise (``whole_graph_edges=0``);
+    ``keep_work``: the whole work folder kept after the stage (to cut it as a kill would)."""
     params = {"whole_graph_edges": 0, **params}
     return Pipeline([ReadJsonl(path=f"{folder}/*.jsonl"), LengthFilter(min_chars=1),
                      FuzzyDedup(buckets=3, device="cpu", **params), WriteParquet()],
-                    name="fuzzy")
+                    name="fuzzy", keep_work=keep_work)
 
 
 def _outputs(run) -> dict[str, bytes]:
@@ -116,26 +117,30 @@ def test_fuzzy_dedup_clusters_near_duplicates_and_keeps_lowest_id(inputs, tmp_pa
     assert stats["stages"][2]["removed_by_reason"] == {"near_duplicate": len(rejected)}
 
 
-def test_fuzzy_dedup_resumes_cut_component_rounds_and_is_worker_independent(
+def test_fuzzy_dedup_recomputes_its_graph_from_kept_band_rows_and_is_worker_independent(
         inputs, tmp_path, dask_scheduler):
+    """A finished stage keeps its band rows, not its rounds (trimmed); without its record and
+    outputs a rerun solves the graph again from the kept rows: the same bytes. (A run cut inside
+    the rounds: tests/runtime/test_kill_fuzzy.py.)"""
     folder, _, _ = inputs
     first = tmp_path / "first"
     _pipeline(folder).run(output=first, scheduler=dask_scheduler, progress=False)
     reference = _outputs(first)
 
-    # Cut inside the component rounds: the last round's markers and everything after are lost.
     work = first / "_work" / "segment-01"
-    rounds = sorted(work.glob("cc-r*"))
-    assert len(rounds) >= 2
-    shutil.rmtree(rounds[-1])
-    for phase in ("labels", "members", "clusters", "remove", "out"):
+    assert sorted(p.name for p in work.iterdir()) == ["bands", "out", "remove", "signatures"]
+    (first / "_manifests" / "segment-01" / "dataset.json").unlink()
+    for phase in ("remove", "out"):
         shutil.rmtree(work / phase)
     shutil.rmtree(first / "write_parquet")
     shutil.rmtree(first / "rejected")
     shutil.rmtree(first / "_manifests" / "segment-02")
-    _pipeline(folder).run(output=first, scheduler=dask_scheduler, progress=False)
+    stats = _pipeline(folder).run(output=first, scheduler=dask_scheduler, progress=False).stats
     assert _outputs(first) == reference
     assert_accounting(first)
+    phases = stats["reuse"]["segment-01"]["phases"]
+    assert phases["signatures"]["reused"] == phases["signatures"]["tasks"] > 0
+    assert all(entry["reused"] == 0 for name, entry in phases.items() if name != "signatures")
 
     single = tmp_path / "single"
     _pipeline(folder).run(output=single, executor="local", progress=False)
@@ -171,7 +176,7 @@ def test_fuzzy_dedup_gpu_gives_cpu_clusters(inputs, tmp_path, monkeypatch, graph
 def reference_run(inputs, tmp_path_factory, dask_scheduler):
     folder, _, _ = inputs
     run = tmp_path_factory.mktemp("fuzzy-ref") / "run"
-    _pipeline(folder).run(output=run, scheduler=dask_scheduler, progress=False)
+    _pipeline(folder, keep_work=True).run(output=run, scheduler=dask_scheduler, progress=False)
     return run
 
 
@@ -201,7 +206,7 @@ def test_a_run_killed_in_any_phase_resumes_to_the_same_output(cut, inputs, refer
     shutil.rmtree(run / "write_parquet")
     shutil.rmtree(run / "_manifests" / "segment-02")
     (run / "stats.json").unlink()
-    _pipeline(folder).run(output=run, scheduler=dask_scheduler, progress=False)
+    _pipeline(folder, keep_work=True).run(output=run, scheduler=dask_scheduler, progress=False)
     assert _outputs(run) == _outputs(reference_run)
     assert _clusters(run) == _clusters(reference_run)
     assert_accounting(run)
@@ -214,7 +219,7 @@ def test_components_in_one_task_give_the_rounds_clusters_and_resume(inputs, refe
     committed resumes to it."""
     folder, _, _ = inputs
     run = tmp_path / "run"
-    pipeline = _pipeline(folder, whole_graph_edges=10_000)
+    pipeline = _pipeline(folder, keep_work=True, whole_graph_edges=10_000)
     pipeline.run(output=run, scheduler=dask_scheduler, progress=False)
     work = run / "_work" / "segment-01"
     assert not [p for p in ("labels", "members") if (work / p).exists()]

@@ -22,7 +22,7 @@ from tests.conftest import assert_accounting
 
 pytest.importorskip("mwparserfromhell")
 
-DATA = Path(__file__).parents[1] / "data" / "wikipedia"
+DATA = Path(__file__).parents[2] / "data" / "sample" / "wikipedia"
 
 
 def read_all(source: Wikipedia) -> tuple[list[dict], list[dict], list]:

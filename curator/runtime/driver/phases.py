@@ -39,7 +39,7 @@ from curator.io.parquet import read_part
 from curator.runtime.cluster.executors import WorkerDied
 from curator.runtime.errors import CurationError
 from curator.runtime.worker.memory import memory_returned
-from curator.stages.context import Decide
+from curator.stages.context import Decide, PhaseResult, R
 from curator.store.keys import digest
 from curator.store.records import PhaseMarker
 from curator.store.run_dir import REJECTED_COMPRESSION, RunDir
@@ -64,6 +64,7 @@ class PhaseContext:
     checksums: dict[str, str] = field(default_factory=dict)  # part path -> content checksum
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)
     resumed: dict[str, set[str]] = field(default_factory=dict)  # phase -> keys an earlier run did
+    per_part: set[str] = field(default_factory=set)  # phases whose tasks each read one part
 
     @property
     def rejected(self) -> Literal["ids", "documents"]:
@@ -77,18 +78,24 @@ class PhaseContext:
         """``{phase: {"seconds": wall seconds, "tasks": tasks}}`` in the order they ran."""
         return {name: dict(entry) for name, entry in self.phases.items()}
 
-    def run_phase(self, phase: str, fn: Callable[[Any], dict], tasks: list[Any],
-                  keys: list[str], resources: dict[str, float] | None = None,
-                  reads: list[Path] | None = None) -> list[dict]:
+    def run_phase(self, phase: str, fn: Callable[[Any], R], tasks: list[Any], keys: list[str],
+                  result: type[R], resources: dict[str, float] | None = None,
+                  reads: list[Path] | None = None) -> list[R]:
         started = time.perf_counter()
-        results: dict[str, dict] = {}
+        if reads is not None:
+            self.per_part.add(phase)
+        results: dict[str, R] = {}
         todo = []
         own = self._task_keys(phase, keys, reads)
         for task, key in zip(tasks, keys, strict=True):
-            saved = self._trusted(self.run_dir.marker_path(self.work_dir, phase, key), own[key])
+            marker = self.run_dir.marker_path(self.work_dir, phase, key)
+            saved = self._trusted(marker, own[key])
             if saved is not None:
-                results[key] = saved.result
-                continue
+                try:
+                    results[key] = result.from_record(saved.result)
+                    continue
+                except TypeError as err:
+                    log.warning("%s: %s; the task runs again", marker, err)
             todo.append((task, key))
         self.resumed[phase] = set(results)
         if results and todo:
@@ -103,11 +110,14 @@ class PhaseContext:
             if isinstance(item, WorkerDied):
                 raise CurationError(f"{self.stage_name}: a worker died each time it ran phase "
                                     f"{phase!r} task {item.task[2]!r}")
-            key, result, files = item
+            key, done, files = item
+            if not isinstance(done, result):
+                raise CurationError(f"{self.stage_name}: phase {phase!r} task {key!r} returned "
+                                    f"{type(done).__name__}, not {result.__name__}")
             self.run_dir.write_marker(self.run_dir.marker_path(self.work_dir, phase, key),
-                                      PhaseMarker(own[key], result, files))
+                                      PhaseMarker(own[key], done.to_record(), files))
             halt.point(f"phase-done:{phase}", key)
-            results[key] = result
+            results[key] = done
             self._report(phase, len(results), len(tasks))
         self._time(phase, len(tasks), bool(todo), time.perf_counter() - started)
         self.phases[phase]["reused"] = len(self.resumed[phase])
@@ -184,12 +194,12 @@ class PhaseContext:
         keys = [p.stem for p in parts]  # each output named after the part it comes from
         tasks = [_RemoveTask(i, key, str(p), str(out), decide, self.stage_name, self.spec)
                  for i, (key, p) in enumerate(zip(keys, parts, strict=True))]
-        results = self.run_phase("remove", _remove_part, tasks, keys, resources)
+        results = self.run_phase("remove", _remove_part, tasks, keys, _RemoveResult, resources)
         self._retire_parts(set(keys), out)
         count = self.count()
         for result in results:
             count = count.merge(StageCount.from_dict(
-                {"failed": 0, **result, "name": self.stage_name, "type": self.stage_type}))
+                {"failed": 0, **result.count, "name": self.stage_name, "type": self.stage_type}))
         return [out / f"{k}.parquet" for k in keys], count
 
     def _retire_parts(self, current: set[str], out: Path) -> None:
@@ -227,8 +237,8 @@ class PhaseContext:
         return StageCount(self.stage_name, self.stage_type)
 
 
-def _keyed(item: tuple[Callable[[Any], dict], Any, str, str, str]
-           ) -> tuple[str, dict, list[dict]]:
+def _keyed(item: tuple[Callable[[Any], PhaseResult], Any, str, str, str]
+           ) -> tuple[str, PhaseResult, list[dict]]:
     """Run one phase task; return its key, result and the files it committed (with facts)."""
     fn, task, key, phase, root = item
     with memory_returned(), recording() as written:
@@ -256,7 +266,14 @@ def _some(keys: list[str], shown: int = 5) -> str:
     return ", ".join(keys[:shown]) + more
 
 
-def _remove_part(task: _RemoveTask) -> dict:
+@dataclass(frozen=True)
+class _RemoveResult(PhaseResult):
+    """One part's count (``StageCount.to_dict``)."""
+
+    count: dict[str, Any]
+
+
+def _remove_part(task: _RemoveTask) -> _RemoveResult:
     table = read_part(task.path)
     decisions = task.decide(task.part, table)
     for name, values in decisions.columns.items():
@@ -286,4 +303,4 @@ def _remove_part(task: _RemoveTask) -> dict:
     count = StageCount(task.stage, "", table.num_rows, kept.num_rows, n_removed,
                        removed_by_reason=reasons)
     count.observe_kept(kept)
-    return count.to_dict()
+    return _RemoveResult(count.to_dict())

@@ -12,7 +12,7 @@ from curator.pipeline import PipelineModel
 from curator.plugins import load_imports
 from curator.runtime.driver.run_keys import RunKeys
 from curator.runtime.driver.runner import (
-    barrier_outputs,
+    finished_dataset,
     list_input_shards,
     next_shards,
     task_stages,
@@ -39,10 +39,11 @@ def reuse_plan(pipeline: PipelineModel, root: str | Path) -> list[str]:
         if segment.kind == "dataset":
             name, stage = segment.stages[0]
             key = keys.barrier(name, stage, shards)
-            outputs = barrier_outputs(run_dir, segment.index, key, shards)
-            lines.append(f"{label} ({name}): " + ("reused" if outputs is not None else
-                                                  "computed (what it reads changed)"))
-            shards = outputs
+            finished = finished_dataset(run_dir, segment.index, key, shards)
+            state = "reused" if finished is not None else \
+                "computed (what it reads changed, or it did not finish)"
+            lines.append(f"{label} ({name}): {state}")
+            shards = finished[0] if finished is not None else None
             continue
         found = run_dir.manifests(segment.index)
         task_keys = {s.part: keys.shard(task_stages(segment, s), s) for s in shards}

@@ -29,9 +29,9 @@ from curator.runtime.driver.warm_up import warm_up_in_background
 from curator.runtime.errors import CurationError
 from curator.runtime.worker.progress import ProgressReporter
 from curator.runtime.worker.shard_task import ShardTask
-from curator.stages.base import DatasetResult, Sink, Source, Stage
+from curator.stages.base import Sink, Source, Stage
 from curator.store.keys import digest
-from curator.store.records import ShardManifest
+from curator.store.records import DatasetRecord, ShardManifest
 from curator.store.run_dir import RunDir
 from curator.store.spec import RunSpec
 
@@ -118,8 +118,8 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
         for segment in segments:
             following = segments[segment.index + 1] if segment.index + 1 < len(segments) else None
             if segment.kind == "dataset":
-                _, count, shards = _run_dataset(pool, segment, following, shards, run_dir,
-                                                     pipeline, keys, reporter)
+                count, shards = _run_dataset(pool, segment, following, shards, run_dir,
+                                             pipeline, keys, reporter)
                 dataset_counts[segment.index] = count
                 reuse[f"segment-{segment.index:02d}"] = _phase_reuse(count)
                 continue
@@ -165,7 +165,7 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
         "seconds": round(time.time() - started, 3),
         "executor_start_seconds": round(pool.start_seconds, 3),
         "shards": len(inputs), "timeline": _timeline(manifests, started), "reuse": reuse,
-        "store_bytes": run_dir.store_bytes()}
+        "store_bytes": run_dir.store_bytes(), "work_bytes": run_dir.work_bytes()}
     if left:
         run_facts["left"] = [item.to_dict() for item in left]
     stats = write_stats(run_dir, pipeline, manifests, dataset_counts, extras, run_facts)
@@ -190,18 +190,26 @@ class RunIncomplete(CurationError):
 
 def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None,
                  shards: list[Shard], run_dir: RunDir, pipeline: PipelineModel,
-                 keys: RunKeys, reporter: ProgressReporter
-                 ) -> tuple[DatasetResult, dict, list[Shard]]:
-    """Run a dataset stage under its key (the stage and every part it reads, by content); the
-    parts the next segment still has to read that an earlier run wrote are checked whole
-    first, and a damaged one is written again by its remove task. Returns the next segment's
-    shards (named after the parts they come from, with their checksums)."""
+                 keys: RunKeys, reporter: ProgressReporter) -> tuple[dict, list[Shard]]:
+    """Run a dataset stage under its key (the stage and every part it reads, by content), or
+    take its recorded result whole when an earlier run finished it under that key. The parts
+    the next segment still has to read that an earlier run wrote are checked whole first, and
+    a damaged one is written again by its remove task. Once finished, the stage's record is
+    written and its work folder trimmed to what later runs reuse. Returns the stage's count
+    and the next segment's shards (named after the parts they come from, with checksums)."""
     name, stage = segment.stages[0]
+    key = keys.barrier(name, stage, shards)
+    finished = finished_dataset(run_dir, segment.index, key, shards)
+    if finished is not None:
+        produced, record = finished
+        log.info("%s: finished by an earlier run of this configuration; reused", name)
+        if not pipeline.keep_work:  # a run cut between the record and the trim
+            run_dir.trim(run_dir.work_dir(segment.index), record.kept_phases)
+        return _reused_count(record.count), produced
     ex = pool.get(stage.holds_gil)
     reporter.attach(ex)
     for attempt in range(2):
-        ctx = PhaseContext(run_dir, run_dir.work_dir(segment.index), ex, name, stage.type,
-                           keys.barrier(name, stage, shards),
+        ctx = PhaseContext(run_dir, run_dir.work_dir(segment.index), ex, name, stage.type, key,
                            RunSpec.of(pipeline, run_dir.root), reporter.phase,
                            keys.barrier(name, stage, []),
                            {s.path: s.digest for s in shards if s.digest})
@@ -218,11 +226,24 @@ def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None
                                                                                   set())))
         if not damaged:
             break
-        for key in damaged:
-            ctx.forget("remove", key)
+        for part in damaged:
+            ctx.forget("remove", part)
     if ctx.phases:
         result.count.facts.setdefault("phases", ctx.phase_times())
-    return result, result.count.to_dict(), produced
+    count = result.count.to_dict()
+    kept = sorted(ctx.per_part)
+    run_dir.write_dataset_record(segment.index, DatasetRecord(key, count, kept))
+    halt.point(f"trim:segment-{segment.index:02d}")
+    if not pipeline.keep_work:
+        run_dir.trim(ctx.work_dir, kept)
+    return count, produced
+
+
+def _reused_count(count: dict[str, Any]) -> dict[str, Any]:
+    """A recorded count as a run that reused it reports it: every phase's tasks reused."""
+    phases = {name: {**entry, "reused": entry["tasks"]}
+              for name, entry in count.get("phases", {}).items()}
+    return {**count, "phases": phases} if phases else dict(count)
 
 
 def next_shards(run_dir: RunDir, segment: Segment,
@@ -380,17 +401,21 @@ class _SegmentRun:
 
 def _dataset_finished(run_dir: RunDir, stage_segment: Segment, keys: RunKeys,
                       parts: list[Shard]) -> bool:
-    """Whether the dataset stage after a shard segment has written every removal output for
-    these parts (so it reads none of them again)."""
+    """Whether the dataset stage after a shard segment finished for these parts under this
+    configuration (so it reads none of them again)."""
     name, stage = stage_segment.stages[0]
-    return bool(parts) and barrier_outputs(run_dir, stage_segment.index,
-                                           keys.barrier(name, stage, parts), parts) is not None
+    return bool(parts) and finished_dataset(run_dir, stage_segment.index,
+                                            keys.barrier(name, stage, parts), parts) is not None
 
 
-def barrier_outputs(run_dir: RunDir, index: int, key: str,
-                    parts: list[Shard]) -> list[Shard] | None:
-    """The parts a dataset stage handed on when every removal marker carries ``key`` (as the
-    next segment's shards, with their recorded checksums), else None."""
+def finished_dataset(run_dir: RunDir, index: int, key: str, parts: list[Shard]
+                     ) -> tuple[list[Shard], DatasetRecord] | None:
+    """A dataset stage an earlier run finished under ``key``: the parts it handed on (as the
+    next segment's shards, with their recorded checksums) and its record; None unless its
+    record, every removal marker and every file they name are there and whole."""
+    record = run_dir.dataset_record(index)
+    if record is None or record.key != key:
+        return None
     work = run_dir.work_dir(index)
     out = []
     for i, part in enumerate(parts):
@@ -400,7 +425,11 @@ def barrier_outputs(run_dir: RunDir, index: int, key: str,
             return None
         if marker is None or marker.key != key:
             return None
+        broken = run_dir.damaged(marker.files)
+        if broken:
+            log.warning("%s: %s; %s runs again", broken[0][0], broken[0][1], work.name)
+            return None
         path = run_dir.outputs_dir(work) / f"{part.part}.parquet"
         out.append(Shard(i, str(path), name=part.part, source=part.source,
                          digest=marker.checksum(run_dir.recorded(path))))
-    return out
+    return out, record

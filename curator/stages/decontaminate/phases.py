@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from curator.batch import ID, TEXT
 from curator.commit import Commit
-from curator.stages.context import Decisions
+from curator.stages.context import Decisions, PhaseResult
 from curator.stages.decontaminate.cut import CutRules, plan_cut
 from curator.stages.decontaminate.index import (
     NgramSizes,
@@ -97,7 +97,17 @@ class _Texts:
         self.item_id.append(item.id)
 
 
-def build(job: IndexJob) -> dict:
+@dataclass(frozen=True)
+class IndexResult(PhaseResult):
+    entries: int
+    ngrams: int
+    whole_texts: int
+    bytes: int
+    seconds: float
+    tasks: dict[str, dict[str, Any]]  # per task (``_task_figures``)
+
+
+def build(job: IndexJob) -> IndexResult:
     """Read every task file, choose each task's whole-text minimum per mode, hash its texts,
     save the index and the item table."""
     started = time.perf_counter()
@@ -125,11 +135,10 @@ def build(job: IndexJob) -> dict:
                       "item": pa.array(read.item_id, pa.string())})
     _commit([*((folder / f"{name}.npy", array) for name, array in index.arrays().items()),
              (folder / "items.parquet", items)])
-    return {"entries": index.entries, "ngrams": len(index.long_keys),
-            "whole_texts": len(index.short_full), "bytes": index.nbytes,
-            "seconds": round(time.perf_counter() - started, 3),
-            "tasks": _task_figures(files, item_task, item, whole, keyed, index.entry_item,
-                                   minima)}
+    return IndexResult(index.entries, len(index.long_keys), len(index.short_full), index.nbytes,
+                       round(time.perf_counter() - started, 3),
+                       _task_figures(files, item_task, item, whole, keyed, index.entry_item,
+                                     minima))
 
 
 _MODE_NAMES = {WORD: "words", CHAR: "chars"}
@@ -219,7 +228,14 @@ def _batches(path: str, columns: list[str], batch_bytes: int) -> Iterator[pa.Rec
     yield from parquet.iter_batches(batch_size=rows, columns=columns)
 
 
-def match(job: MatchJob) -> dict:
+@dataclass(frozen=True)
+class MatchResult(PhaseResult):
+    documents: int
+    char_mode_documents: int
+    occurrences: int
+
+
+def match(job: MatchJob) -> MatchResult:
     """Every key occurrence in one part, and in how many of its documents each entry occurs."""
     loaded = load_index(str(Path(job.work) / "index"))
     names = pq.read_schema(job.path).names
@@ -243,7 +259,7 @@ def match(job: MatchJob) -> dict:
                  schema=_MATCHES)),
              (work / "counts" / key, pa.table({"entry": entries.astype(np.int32),
                                                "docs": docs.astype(np.int64)}))])
-    return {"documents": offset, "char_mode_documents": char_docs, "occurrences": len(hits)}
+    return MatchResult(offset, char_docs, len(hits))
 
 
 # ------------------------------------------------------------------------------------ 3
@@ -255,7 +271,14 @@ class FrequencyJob:
     max_docs: int
 
 
-def frequency(job: FrequencyJob) -> dict:
+@dataclass(frozen=True)
+class FrequencyResult(PhaseResult):
+    ngrams_found: int
+    ngrams_ignored_frequent: int
+    most_documents: int
+
+
+def frequency(job: FrequencyJob) -> FrequencyResult:
     """Entries found in more than ``max_docs`` documents of the dataset."""
     work = Path(job.work)
     total = np.zeros(job.entries, np.int64)
@@ -264,8 +287,8 @@ def frequency(job: FrequencyJob) -> dict:
         np.add.at(total, counts.column("entry").to_numpy(), counts.column("docs").to_numpy())
     frequent = np.flatnonzero(total > job.max_docs).astype(np.int32)
     _commit([(work / "frequent.npy", frequent)])
-    return {"ngrams_found": int((total > 0).sum()), "ngrams_ignored_frequent": len(frequent),
-            "most_documents": int(total.max()) if len(total) else 0}
+    return FrequencyResult(int((total > 0).sum()), len(frequent),
+                           int(total.max()) if len(total) else 0)
 
 
 # ------------------------------------------------------------------------------------ 4
@@ -296,7 +319,20 @@ def _empty_report() -> dict:
             "spans": 0, "chars_removed": 0, "tasks": {}}
 
 
-def cut(job: CutJob) -> dict:
+@dataclass(frozen=True)
+class CutResult(PhaseResult):
+    """One part's report: its documents cut and removed, and per task its documents, spans and
+    first examples."""
+
+    documents_cut: int
+    documents_removed: int
+    removed_split_too_often: int
+    spans: int
+    chars_removed: int
+    tasks: dict[str, dict[str, Any]]
+
+
+def cut(job: CutJob) -> CutResult:
     """Cut every contaminated document of one part; report per task."""
     work = Path(job.work)
     matches = feather.read_table(work / "matches" / f"{job.part}.arrow")
@@ -331,7 +367,7 @@ def cut(job: CutJob) -> dict:
                    job.examples)
     _commit([(work / "cuts" / f"{job.part}.parquet",
               pa.Table.from_pylist(records, schema=_CUTS))])
-    return report
+    return CutResult(**report)
 
 
 def _count(report: dict, doc_id: str, text: str, spans: list[tuple[int, int, int]],

@@ -13,7 +13,13 @@ from curator.stages.context import DatasetContext
 from curator.stages.decontaminate.tasks import Task
 
 if TYPE_CHECKING:
-    from curator.stages.decontaminate.phases import TaskFile
+    from curator.stages.decontaminate.phases import (
+        CutResult,
+        FrequencyResult,
+        IndexResult,
+        MatchResult,
+        TaskFile,
+    )
 
 
 class Decontaminate(DatasetStage):
@@ -104,17 +110,19 @@ class Decontaminate(DatasetStage):
                            self.whole_percentile)
         keys = [p.stem for p in parts]
         index = ctx.run_phase("index", phases.build, [phases.IndexJob(
-            work, tuple(self.tasks), tuple(self._task_files(ctx)), sizes)], ["index"])[0]
+            work, tuple(self.tasks), tuple(self._task_files(ctx)), sizes)], ["index"],
+            phases.IndexResult)[0]
         matched = ctx.run_phase("match", phases.match, [
             phases.MatchJob(key, str(p), work, sizes, self.lang_field, tuple(self.char_languages),
                             ctx.batch_bytes) for key, p in zip(keys, parts, strict=True)], keys,
-            reads=parts)
+            phases.MatchResult, reads=parts)
         frequency = ctx.run_phase("frequency", phases.frequency, [phases.FrequencyJob(
-            work, tuple(keys), index["entries"], self.max_docs)], ["all"])[0]
+            work, tuple(keys), index.entries, self.max_docs)], ["all"],
+            phases.FrequencyResult)[0]
         rules = CutRules(self.margin, self.min_fragment, self.max_splits, self.separator)
         reports = ctx.run_phase("cut", phases.cut, [
             phases.CutJob(key, str(p), work, rules, self.examples)
-            for key, p in zip(keys, parts, strict=True)], keys)
+            for key, p in zip(keys, parts, strict=True)], keys, phases.CutResult)
         outputs, count = ctx.remove(parts, phases.Cuts(work, ctx.rejected == "documents",
                                                        tuple(keys)))
         count.seconds = time.perf_counter() - started
@@ -135,23 +143,24 @@ class Decontaminate(DatasetStage):
             files += [TaskFile(number, s.path, str(ctx.side_input(s.path))) for s in shards]
         return files
 
-    def _report(self, index: dict, matched: list[dict], frequency: dict,
-                reports: list[dict]) -> dict[str, Any]:
+    def _report(self, index: IndexResult, matched: list[MatchResult],
+                frequency: FrequencyResult, reports: list[CutResult]) -> dict[str, Any]:
         """The figures of stats.json: the index, the dataset, and per task (bounded)."""
         tasks = {name: {**stats, "documents": 0, "spans": 0, "examples": []}
-                 for name, stats in index["tasks"].items()}
+                 for name, stats in index.tasks.items()}
         totals = {k: 0 for k in ("documents_cut", "documents_removed",
                                  "removed_split_too_often", "spans", "chars_removed")}
         for report in reports:
             for key in totals:
-                totals[key] += report[key]
-            for name, found in report["tasks"].items():
+                totals[key] += getattr(report, key)
+            for name, found in report.tasks.items():
                 entry = tasks[name]
                 entry["documents"] += found["documents"]
                 entry["spans"] += found["spans"]
                 entry["examples"] = (entry["examples"] + found["examples"])[: self.examples]
-        return {"index": {k: index[k] for k in ("entries", "ngrams", "whole_texts", "bytes",
-                                                "seconds")},
-                "char_mode_documents": sum(m["char_mode_documents"] for m in matched),
-                "occurrences": sum(m["occurrences"] for m in matched),
-                **frequency, **totals, "tasks": tasks}
+        return {"index": {"entries": index.entries, "ngrams": index.ngrams,
+                          "whole_texts": index.whole_texts, "bytes": index.bytes,
+                          "seconds": index.seconds},
+                "char_mode_documents": sum(m.char_mode_documents for m in matched),
+                "occurrences": sum(m.occurrences for m in matched),
+                **frequency.to_record(), **totals, "tasks": tasks}

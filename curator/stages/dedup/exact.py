@@ -33,7 +33,7 @@ from curator.commit import Commit
 from curator.io.parquet import read_part
 from curator.io.shuffle import ShuffleDir
 from curator.stages.base import DatasetResult, DatasetStage
-from curator.stages.context import DatasetContext, Decisions
+from curator.stages.context import DatasetContext, Decisions, PhaseResult
 from curator.stages.dedup.buckets import default_buckets
 from curator.stages.dedup.cluster_sizes import size_counts, sum_size_counts
 
@@ -95,7 +95,12 @@ class _HashTask:
     device: str
 
 
-def _hash_part(task: _HashTask) -> dict:
+@dataclass(frozen=True)
+class _HashResult(PhaseResult):
+    rows: int
+
+
+def _hash_part(task: _HashTask) -> _HashResult:
     wanted = [TEXT, ID, *([task.score_field] if task.score_field else [])]
     table = read_part(task.path, list(dict.fromkeys(wanted)))
     text = table.column(TEXT).combine_chunks()
@@ -107,7 +112,7 @@ def _hash_part(task: _HashTask) -> dict:
     pending = Commit()
     _hashes(task.work).write(task.part, pa.table(columns), pending)
     pending.publish()
-    return {"rows": len(h1)}
+    return _HashResult(len(h1))
 
 
 def _hashes(work: str) -> ShuffleDir:
@@ -124,7 +129,14 @@ class _GroupTask:
     use_score: bool
 
 
-def _group_bucket(task: _GroupTask) -> dict:
+@dataclass(frozen=True)
+class _GroupResult(PhaseResult):
+    groups: int
+    duplicates: int
+    sizes: dict[str, int]  # clusters per size (``size_counts``)
+
+
+def _group_bucket(task: _GroupTask) -> _GroupResult:
     hashes = _hashes(task.work)
     tables = [hashes.read(name, task.bucket, task.buckets) for name in task.parts]
     table = pa.concat_tables([t.append_column("part", pa.array(np.full(len(t), p, np.int32)))
@@ -147,8 +159,7 @@ def _group_bucket(task: _GroupTask) -> dict:
     pq.write_table(decisions.sort_by([("part", "ascending"), ("row", "ascending")]),
                    pending.temporary_for(final))
     pending.publish()
-    return {"groups": int(first.sum()), "duplicates": len(duplicates),
-            "sizes": size_counts(first)}
+    return _GroupResult(int(first.sum()), len(duplicates), size_counts(first))
 
 
 @dataclass(frozen=True)
@@ -223,13 +234,12 @@ class ExactDedup(DatasetStage):
         ctx.run_phase("hash", _hash_part, [
             _HashTask(name, str(p), work, self.normalise, self.algorithm, self.score_field,
                       self.device) for name, p in zip(names, parts, strict=True)], names,
-            self.resources(), reads=parts)
+            _HashResult, self.resources(), reads=parts)
         groups = ctx.run_phase("group", _group_bucket, [
             _GroupTask(b, buckets, work, tuple(names), self.score_field is not None)
-            for b in range(buckets)], [f"bucket-{b:05d}" for b in range(buckets)])
+            for b in range(buckets)], [f"bucket-{b:05d}" for b in range(buckets)], _GroupResult)
         outputs, count = ctx.remove(parts, _Duplicates(work))
         count.seconds = time.perf_counter() - started
         count.facts["dedup"] = {"algorithm": self.algorithm, "device": self.device,
-                                "cluster_sizes": sum_size_counts(g.get("sizes", {})
-                                                                 for g in groups)}
+                                "cluster_sizes": sum_size_counts(g.sizes for g in groups)}
         return DatasetResult(outputs, count)

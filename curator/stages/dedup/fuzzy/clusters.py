@@ -12,7 +12,7 @@ import pyarrow as pa
 from curator.batch import ID
 from curator.commit import Commit
 from curator.io.parquet import read_part
-from curator.stages.context import Decisions
+from curator.stages.context import Decisions, PhaseResult
 from curator.stages.dedup.buckets import write_split
 from curator.stages.dedup.cluster_sizes import size_counts
 from curator.stages.dedup.fuzzy.common import REASON_FUZZY, mix64, read_all
@@ -27,7 +27,12 @@ class MemberTask:
     buckets: int
 
 
-def members_part(task: MemberTask) -> dict:
+@dataclass(frozen=True)
+class MemberResult(PhaseResult):
+    members: int
+
+
+def members_part(task: MemberTask) -> MemberResult:
     folder = Path(task.work)
     table = read_all([folder / "labels" / f"node-{p:05d}" / f"part-{task.part:05d}.arrow"
                        for p in range(task.partitions)])
@@ -41,7 +46,7 @@ def members_part(task: MemberTask) -> dict:
     pending = Commit()
     write_split(members, target, task.buckets, lambda b: out / f"bucket-{b:05d}.arrow", pending)
     pending.publish()
-    return {"members": len(rows)}
+    return MemberResult(len(rows))
 
 
 @dataclass(frozen=True)
@@ -51,14 +56,21 @@ class ClusterTask:
     parts: int
 
 
-def clusters_bucket(task: ClusterTask) -> dict:
+@dataclass(frozen=True)
+class ClusterResult(PhaseResult):
+    clusters: int
+    in_clusters: int  # members of clusters of two or more
+    sizes: dict[str, int]  # clusters per size (``size_counts``)
+
+
+def clusters_bucket(task: ClusterTask) -> ClusterResult:
     folder = Path(task.work)
     table = read_all([folder / "members" / f"part-{p:05d}" / f"bucket-{task.bucket:05d}.arrow"
                        for p in range(task.parts)])
     return decide_clusters(table, task.parts, folder / "clusters" / f"bucket-{task.bucket:05d}")
 
 
-def decide_clusters(members: pa.Table | None, parts: int, out: Path) -> dict:
+def decide_clusters(members: pa.Table | None, parts: int, out: Path) -> ClusterResult:
     """Members ``(label, part, row, id)`` sorted by (label, id): the first id of each label
     survives; each member's row, cluster id and size → ``out/part-N.arrow``."""
     schema = pa.schema([("row", pa.int64()), ("cluster_id", pa.string()),
@@ -87,7 +99,7 @@ def decide_clusters(members: pa.Table | None, parts: int, out: Path) -> dict:
     pending = Commit()
     write_split(result, part, parts, lambda n: out / f"part-{n:05d}.arrow", pending)
     pending.publish()
-    return {"clusters": clusters, "in_clusters": in_clusters, "sizes": sizes}
+    return ClusterResult(clusters, in_clusters, sizes)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ import xxhash
 from curator.batch import ID
 from curator.commit import Commit
 from curator.io.parquet import read_part
+from curator.stages.context import PhaseResult
 from curator.stages.dedup.buckets import write_split
-from curator.stages.dedup.fuzzy.clusters import decide_clusters
+from curator.stages.dedup.fuzzy.clusters import ClusterResult, decide_clusters
 from curator.stages.dedup.fuzzy.common import (
     READ_THREADS,
     ROW_BITS,
@@ -25,7 +26,7 @@ from curator.stages.dedup.fuzzy.common import (
     read_all,
     use_gpu,
 )
-from curator.stages.dedup.fuzzy.edges import route_edges
+from curator.stages.dedup.fuzzy.edges import EdgeResult, route_edges
 from curator.stages.dedup.fuzzy.signatures import bucket_rows
 
 
@@ -52,7 +53,13 @@ def round_input(work: str, rnd: int, partition: int, partitions: int) -> tuple[n
     return lo, hi
 
 
-def cc_round(task: RoundTask) -> dict:
+@dataclass(frozen=True)
+class RoundResult(PhaseResult):
+    digest: str  # of the round's input edges: equal in two rounds at the fixed point
+    edges_in: int
+
+
+def cc_round(task: RoundTask) -> RoundResult:
     from curator.kernels.components import connected_components
 
     lo, hi = round_input(task.work, task.round, task.partition, task.partitions)
@@ -77,7 +84,7 @@ def cc_round(task: RoundTask) -> dict:
     pending = Commit()
     write_split(routed, target, task.partitions, lambda q: out / f"to-{q:05d}.arrow", pending)
     pending.publish()
-    return {"digest": digest.hexdigest(), "edges_in": len(lo)}
+    return RoundResult(digest.hexdigest(), len(lo))
 
 
 @dataclass(frozen=True)
@@ -89,7 +96,13 @@ class LabelTask:
     parts: int
 
 
-def labels_partition(task: LabelTask) -> dict:
+@dataclass(frozen=True)
+class LabelResult(PhaseResult):
+    nodes: int
+    centres: int
+
+
+def labels_partition(task: LabelTask) -> LabelResult:
     lo, hi = round_input(task.work, task.round, task.partition, task.partitions)
     nodes = np.unique(np.concatenate([lo, hi]))
     nodes = nodes[node_partition(nodes, task.partitions) == task.partition]
@@ -105,7 +118,7 @@ def labels_partition(task: LabelTask) -> dict:
     pending = Commit()
     write_split(table, part, task.parts, lambda n: out / f"part-{n:05d}.arrow", pending)
     pending.publish()
-    return {"nodes": len(nodes), "centres": int((label == nodes).sum())}
+    return LabelResult(len(nodes), int((label == nodes).sum()))
 
 
 @dataclass(frozen=True)
@@ -123,7 +136,19 @@ def dense(keys: Any, offsets: Any) -> Any:
     return offsets[keys >> np.int64(ROW_BITS)] + (keys & ROW_MASK)
 
 
-def components_whole(task: GraphTask) -> dict:
+@dataclass(frozen=True)
+class ComponentsResult(ClusterResult):
+    """The clusters of a graph solved in one task, and its linked documents."""
+
+    nodes: int
+
+
+@dataclass(frozen=True)
+class GraphResult(ComponentsResult, EdgeResult):
+    """The edges and the clusters of the graph phase."""
+
+
+def components_whole(task: GraphTask) -> ComponentsResult:
     """Every candidate edge of the edges phase in one union-find over dense document numbers
     (no sort); then the clusters (:func:`clusters_whole`)."""
     from curator.kernels.components import connected_components
@@ -141,7 +166,7 @@ def components_whole(task: GraphTask) -> dict:
     return clusters_whole(task, offsets, label, linked)
 
 
-def graph_whole(task: GraphTask) -> dict:
+def graph_whole(task: GraphTask) -> GraphResult:
     """The edges phase and the components in one task (on the GPU where ``device`` says): each
     bucket's band rows read (ahead, by a thread pool) and linked into stars as the edges phase
     links them (the same count: an edge is counted once per bucket), then one union-find."""
@@ -175,8 +200,8 @@ def graph_whole(task: GraphTask) -> dict:
     if xp is not np:
         label, linked = label.get(), linked.get()
     edges = sum(len(src) for src, _ in ends)
-    return {**clusters_whole(task, offsets, label, linked), "candidates": edges,
-            "edges": edges}
+    return GraphResult(**clusters_whole(task, offsets, label, linked).to_record(),
+                       candidates=edges, edges=edges)
 
 
 def part_offsets(docs: tuple[int, ...]) -> np.ndarray:
@@ -186,7 +211,7 @@ def part_offsets(docs: tuple[int, ...]) -> np.ndarray:
 
 
 def clusters_whole(task: GraphTask, offsets: np.ndarray, label: np.ndarray,
-                    linked: np.ndarray) -> dict:
+                    linked: np.ndarray) -> ComponentsResult:
     """The members and clusters phases for a graph solved in one task: each linked document's
     label (its component's smallest key) and id (read from its part) → the clusters, in the
     one bucket ``clusters/bucket-00000`` that the removal then reads."""
@@ -203,6 +228,6 @@ def clusters_whole(task: GraphTask, offsets: np.ndarray, label: np.ndarray,
             "label": (owner << np.int64(ROW_BITS)) | (own - offsets[owner]),
             "part": np.full(len(rows), part, np.int32), "row": rows.astype(np.int64), ID: ids}))
     table = pa.concat_tables(members) if members else None
-    return {**decide_clusters(table, len(task.paths),
-                               Path(task.work) / "clusters" / "bucket-00000"),
-            "nodes": int(linked.sum())}
+    clusters = decide_clusters(table, len(task.paths),
+                               Path(task.work) / "clusters" / "bucket-00000")
+    return ComponentsResult(**clusters.to_record(), nodes=int(linked.sum()))

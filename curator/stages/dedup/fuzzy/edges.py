@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from curator.commit import Commit
+from curator.stages.context import PhaseResult
 from curator.stages.dedup.buckets import write_split
 from curator.stages.dedup.fuzzy.common import (
     EDGE_SCHEMA,
@@ -57,7 +58,13 @@ def route_edges(lo: np.ndarray, hi: np.ndarray, partitions: int) -> tuple[pa.Tab
     return table, np.concatenate([p_hi, p_lo[second]])
 
 
-def edges_bucket(task: EdgeTask) -> dict:
+@dataclass(frozen=True)
+class EdgeResult(PhaseResult):
+    candidates: int
+    edges: int  # the candidates kept (verified)
+
+
+def edges_bucket(task: EdgeTask) -> EdgeResult:
     from curator.kernels.lsh import bucket_stars, signature_similarity, unique_edges
 
     folder = Path(task.work)
@@ -85,4 +92,4 @@ def edges_bucket(task: EdgeTask) -> dict:
     pending = Commit()
     write_split(routed, target, task.partitions, lambda q: out / f"to-{q:05d}.arrow", pending)
     pending.publish()
-    return {"candidates": candidates, "edges": len(src)}
+    return EdgeResult(candidates, len(src))

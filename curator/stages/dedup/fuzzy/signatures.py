@@ -13,6 +13,7 @@ from curator.batch import TEXT
 from curator.commit import Commit
 from curator.io.parquet import read_part
 from curator.io.shuffle import ShuffleDir
+from curator.stages.context import PhaseResult
 from curator.stages.dedup.fuzzy.common import ROW_BITS, empty_bands, gpu_hasher, use_gpu
 
 
@@ -58,7 +59,14 @@ def read_text(path: str, device: str) -> Any:
     return read_part(path, [TEXT]).column(TEXT)
 
 
-def signature_part(task: SignatureTask) -> dict:
+@dataclass(frozen=True)
+class SignatureResult(PhaseResult):
+    docs: int
+    empty: int  # documents without a shingle
+    band_rows: int
+
+
+def signature_part(task: SignatureTask) -> SignatureResult:
     sig, rows = part_band_rows(task, read_text(task.path, task.device))
     return write_band_rows(task, sig, rows)
 
@@ -78,14 +86,15 @@ def signatures_path(work: str, part: str) -> Path:
     return Path(work) / "sigs" / f"{part}.npy"
 
 
-def write_band_rows(task: SignatureTask, sig: np.ndarray | None, rows: BandRows) -> dict:
+def write_band_rows(task: SignatureTask, sig: np.ndarray | None, rows: BandRows
+                    ) -> SignatureResult:
     pending = Commit()
     band_shuffle(task.work).write(task.part, pa.table(rows.columns), pending)
     if task.verify:
         with open(pending.temporary_for(signatures_path(task.work, task.part)), "wb") as f:
             np.save(f, np.ascontiguousarray(sig))
     pending.publish()
-    return {"docs": rows.docs, "empty": rows.empty, "band_rows": len(rows.columns["row"])}
+    return SignatureResult(rows.docs, rows.empty, len(rows.columns["row"]))
 
 
 @dataclass

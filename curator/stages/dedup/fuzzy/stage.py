@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -16,8 +17,10 @@ from curator.stages.context import DatasetContext
 from curator.stages.dedup.buckets import default_buckets
 from curator.stages.dedup.cluster_sizes import sum_size_counts
 from curator.stages.dedup.fuzzy.clusters import (
+    ClusterResult,
     Clusters,
     ClusterTask,
+    MemberResult,
     MemberTask,
     clusters_bucket,
     members_part,
@@ -29,16 +32,21 @@ from curator.stages.dedup.fuzzy.common import (
     WHOLE_GRAPH_EDGES,
 )
 from curator.stages.dedup.fuzzy.components import (
+    ComponentsResult,
+    GraphResult,
     GraphTask,
+    LabelResult,
     LabelTask,
+    RoundResult,
     RoundTask,
     cc_round,
     components_whole,
     graph_whole,
     labels_partition,
 )
-from curator.stages.dedup.fuzzy.edges import EdgeTask, edges_bucket
+from curator.stages.dedup.fuzzy.edges import EdgeResult, EdgeTask, edges_bucket
 from curator.stages.dedup.fuzzy.signatures import (
+    SignatureResult,
     SignatureTask,
     part_band_rows,
     signature_part,
@@ -117,8 +125,8 @@ class FuzzyDedup(DatasetStage):
                                  "are kept: the rerun resumes)")
             result = ctx.run_phase(f"cc-r{rnd:03d}", cc_round, [
                 RoundTask(p, rnd, work, nb, round_device) for p in range(nb)], bucket_keys,
-                graph_gpu)
-            digests = [r["digest"] for r in result]
+                RoundResult, graph_gpu)
+            digests = [r.digest for r in result]
             if digests == previous:
                 break  # round rnd's input equals round rnd-1's: a fixed point (star forest)
             previous = digests
@@ -126,7 +134,7 @@ class FuzzyDedup(DatasetStage):
                 shutil.rmtree(ctx.work_dir / "cc" / f"r{rnd - 2:03d}", ignore_errors=True)
             rnd += 1
         ctx.run_phase("labels", labels_partition, [
-            LabelTask(p, rnd, work, nb, n_parts) for p in range(nb)], bucket_keys)
+            LabelTask(p, rnd, work, nb, n_parts) for p in range(nb)], bucket_keys, LabelResult)
         return rnd + 1
 
     def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
@@ -140,37 +148,44 @@ class FuzzyDedup(DatasetStage):
         names = [p.stem for p in parts]
         sig = ctx.run_phase("signatures", signature_part, [
             SignatureTask(name, str(p), work, params, self.device, self.verify)
-            for name, p in zip(names, parts, strict=True)], names, gpu, reads=parts)
-        graph = GraphTask(work, nb, tuple(s["docs"] for s in sig),
+            for name, p in zip(names, parts, strict=True)], names, SignatureResult, gpu,
+            reads=parts)
+        graph = GraphTask(work, nb, tuple(s.docs for s in sig),
                            tuple(str(p) for p in parts), self.device)
         rounds, cluster_buckets = 0, 1  # a graph solved in one task: its clusters in one bucket
+        edges: Sequence[EdgeResult]
+        clusters: Sequence[ClusterResult]
         if (self.device in ONE_TASK_GRAPH_DEVICES and not self.verify and self.whole_graph_edges
-                and sum(s["band_rows"] for s in sig) <= ONE_TASK_BAND_ROWS):
-            edges = clusters = ctx.run_phase("graph", graph_whole, [graph], ["graph"], gpu)
-            n_edges = edges[0]["edges"]
+                and sum(s.band_rows for s in sig) <= ONE_TASK_BAND_ROWS):
+            edges = clusters = ctx.run_phase("graph", graph_whole, [graph], ["graph"],
+                                             GraphResult, gpu)
+            n_edges = edges[0].edges
         else:
             edges = ctx.run_phase("edges", edges_bucket, [
                 EdgeTask(b, work, tuple(names), nb, self.verify, self.threshold,
                          self.device)
-                for b in range(nb)], bucket_keys, gpu)
-            n_edges = sum(e["edges"] for e in edges)
+                for b in range(nb)], bucket_keys, EdgeResult, gpu)
+            n_edges = sum(e.edges for e in edges)
             if n_edges <= self.whole_graph_edges:
-                clusters = ctx.run_phase("components", components_whole, [graph], ["graph"])
+                clusters = ctx.run_phase("components", components_whole, [graph], ["graph"],
+                                         ComponentsResult)
             else:
                 rounds = self._component_rounds(ctx, nb, len(parts),
                                                 gpu if n_edges >= GPU_GRAPH_EDGES * nb else {})
                 ctx.run_phase("members", members_part, [
-                    MemberTask(i, str(p), work, nb, nb) for i, p in enumerate(parts)], keys)
+                    MemberTask(i, str(p), work, nb, nb) for i, p in enumerate(parts)], keys,
+                    MemberResult)
                 clusters = ctx.run_phase("clusters", clusters_bucket, [
-                    ClusterTask(b, work, len(parts)) for b in range(nb)], bucket_keys)
+                    ClusterTask(b, work, len(parts)) for b in range(nb)], bucket_keys,
+                    ClusterResult)
                 cluster_buckets = nb
         outputs, count = ctx.remove(parts, Clusters(work, cluster_buckets))
         count.seconds = time.perf_counter() - started
         count.facts["dedup"] = {
-            "candidates": sum(e["candidates"] for e in edges),
+            "candidates": sum(e.candidates for e in edges),
             "edges": n_edges, "component_rounds": rounds,
-            "clusters": sum(c["clusters"] for c in clusters),
-            "in_clusters": sum(c["in_clusters"] for c in clusters),
-            "cluster_sizes": sum_size_counts(c.get("sizes", {}) for c in clusters),
-            "no_shingle": sum(s["empty"] for s in sig), "device": self.device}
+            "clusters": sum(c.clusters for c in clusters),
+            "in_clusters": sum(c.in_clusters for c in clusters),
+            "cluster_sizes": sum_size_counts(c.sizes for c in clusters),
+            "no_shingle": sum(s.empty for s in sig), "device": self.device}
         return DatasetResult(outputs, count)
