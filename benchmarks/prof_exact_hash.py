@@ -98,8 +98,8 @@ def profile(args: argparse.Namespace) -> None:
             print(f" | {name} {wall:.2f} s ({gb / wall:.1f} GB/s)", end="")
         del texts
         for device in args.devices:
-            tasks = [_HashTask(i, str(p), str(work), 16, True, "xxh3_128", None, device)
-                     for i, p in enumerate(parts)]
+            tasks = [_HashTask(f"part-{i:05d}", str(p), str(work), True, "xxh3_128", None,
+                               device) for i, p in enumerate(parts)]
             wall, _ = _timed(_hash_part, tasks, threads)
             print(f" | _hash_part {device} {wall:.2f} s", end="")
             shutil.rmtree(work / "hash", ignore_errors=True)
@@ -111,8 +111,8 @@ def profile(args: argparse.Namespace) -> None:
         pool.shutdown()
 
 
-def _plain(item: tuple) -> tuple[str, dict]:
-    fn, task, key = item
+def _plain(item: tuple) -> tuple[str, object]:
+    fn, task, key, _, _ = item
     return key, fn(task)
 
 
@@ -125,9 +125,9 @@ def _through_dask(parts: list[Path], work: Path, devices: list[str], threads: in
             if interval:
                 sys.setswitchinterval(interval)
             for device in devices:
-                tasks = [(_hash_part, _HashTask(i, str(p), str(work), 16, True, "xxh3_128",
-                                                None, device), f"part-{i:05d}")
-                         for i, p in enumerate(parts)]
+                tasks = [(_hash_part, _HashTask(f"part-{i:05d}", str(p), str(work), True,
+                                                "xxh3_128", None, device), f"part-{i:05d}",
+                          "hash", str(work)) for i, p in enumerate(parts)]
                 resources = {"GPU": 1} if device == "gpu" else {}
                 list(executor.map(wrapper, tasks[:threads], [t[2] for t in tasks[:threads]],
                                   resources))  # untimed: each thread's first task
