@@ -44,8 +44,10 @@ def test_cpu_workers_see_no_gpu(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     own_devices = {str(g) for g in range(gpu_count())}  # none here; one per GPU worker elsewhere
     assert set(_visible(tmp_path, "this-node")) <= {""} | own_devices
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # a node with two GPUs
-    assert set(_visible(tmp_path, "gpu-node")) <= {"", "0", "1"}  # none sees both
+    # a node with two GPU workers (one card named twice: the machine may have a single GPU,
+    # and a worker given a card it lacks cannot start); none sees both names
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,0")
+    assert set(_visible(tmp_path, "gpu-node")) <= {"", "0"}
 
 
 def test_device_auto_is_resolved_from_the_cluster():

@@ -147,6 +147,7 @@ def test_bulk_hash_gives_the_per_document_loop_output(inputs, tmp_path, dask_sch
 def test_device_placement():
     auto = ExactDedup()
     assert auto.for_cluster(gpus=False).device == "cpu"
+    assert auto.for_cluster(gpus=True).device == "cpu"  # the GPU does not pay here (measured)
     assert auto.fingerprint() == ExactDedup(device="gpu").fingerprint()  # placement only
     assert ExactDedup(algorithm="md5").for_cluster(gpus=True).device == "cpu"
     assert ExactDedup(device="gpu").resources() == {"GPU": 1}
