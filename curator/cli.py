@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from curator.cli_submit import submit
 from curator.config import ConfigError, load_pipeline
 from curator.report.funnel import reuse_lines
 from curator.runtime.driver.requirements import MissingRequirement, check_requirements
+from curator.runtime.driver.run_log import append_to_log
 from curator.runtime.driver.runner import run_pipeline
 from curator.store.run_dir import RunDir
 
@@ -79,13 +81,16 @@ def run(
                               scheduler=scheduler, scheduler_file=scheduler_file, force=force)
     from curator.report.funnel import funnel_table
 
-    console.print(funnel_table(result.stats))
-    console.print(f"{result.shards_run} shards run, {result.shards_skipped} resumed; "
-                  f"output in {result.output}", highlight=False)
-    for line in reuse_lines(result.stats.get("reuse", {})):
+    lines = [f"{result.shards_run} shards run, {result.shards_skipped} resumed; output in "
+             f"{result.output}", *reuse_lines(result.stats.get("reuse", {})),
+             *_output_lines(result.output, result.stats)]
+    table = funnel_table(result.stats)
+    console.print(table)
+    for line in lines:
         console.print(line, highlight=False)
-    for line in _output_lines(result.output, result.stats):
-        console.print(line, highlight=False)
+    record = Console(file=io.StringIO(), width=160, color_system=None)
+    record.print(table)
+    append_to_log(RunDir(result.output), "\n".join([record.file.getvalue(), *lines]))
 
 
 def _output_lines(run_dir: Path, stats: dict) -> list[str]:

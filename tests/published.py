@@ -17,7 +17,7 @@ from typing import Any
 #: What the run directory's own path reads as (files that name paths, such as blend.json, name
 #: it: two runs in two folders publish the same bytes but for it).
 RUN = "<run>"
-NOT_PUBLISHED_FILES = {"run.json", "report.html", ".curator.lock", "stats.json"}
+NOT_PUBLISHED_FILES = {"run.json", "report.html", ".curator.lock", "stats.json", "run.log"}
 NOT_PUBLISHED_FOLDERS = {"_manifests", "_work", "_store", "jobs"}
 VOLATILE = {"seconds", "executor_start_seconds", "timeline", "seen", "reuse", "reused",
             "store_bytes", "work_bytes", "downloads"}

@@ -51,6 +51,25 @@ def test_run_resume_changed_config_and_force(tmp_path):
     assert again_forced["stages"][1]["removed"] == after["stages"][1]["removed"]
 
 
+def test_run_log_keeps_what_each_run_told_the_terminal(tmp_path):
+    config = _config(tmp_path)
+    assert runner.invoke(app, ["run", str(config)]).exit_code == 0
+    again = runner.invoke(app, ["run", str(config), "--set", "length_filter.min_chars=5000"])
+    assert again.exit_code == 0, again.output
+    log = (tmp_path / "run" / "run.log").read_text(encoding="utf-8")
+    assert log.count("run of 'cli' started") == 2 and log.count("run finished") == 2
+    assert log.count("3 shards run, 0 resumed") == 2  # the summary the terminal printed
+    assert "scores kept: length_filter 3" in log and "length_filter" in log
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "x.jsonl").write_text("not json\n" * 20, encoding="utf-8")  # past the failure budget
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(config.read_text().replace(str(tmp_path / "in"), str(bad)))
+    failed = runner.invoke(app, ["run", str(broken), "--force"])
+    assert failed.exit_code != 0
+    assert "run stopped:" in (tmp_path / "run" / "run.log").read_text(encoding="utf-8")
+
+
 def test_validate_plan_and_report(tmp_path):
     config = _config(tmp_path)
     assert "valid pipeline 'cli' with 3 stages" in runner.invoke(app, ["validate",

@@ -27,7 +27,9 @@ JOBS = "jobs"
 OWN_FOLDERS = (MANIFESTS, WORK, STORE, "rejected", "errors")
 STATS_FILE = "stats.json"
 REPORT_FILE = "report.html"
-OWN_FILES = (RUN_FILE, STATS_FILE, REPORT_FILE)
+#: What the run told its terminal, appended run after run.
+LOG_FILE = "run.log"
+OWN_FILES = (RUN_FILE, STATS_FILE, REPORT_FILE, LOG_FILE)
 #: A dataset stage's work folder: each phase's markers under ``<phase>/_done/``; the parts its
 #: removal phase hands to the next segment under ``out/``.
 DONE = "_done"
@@ -79,6 +81,10 @@ class RunDir:
     @property
     def report_file(self) -> Path:
         return self.root / REPORT_FILE
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / LOG_FILE
 
     def is_run(self) -> bool:
         return self.run_file.exists()

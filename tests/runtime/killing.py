@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TIMING = VOLATILE  # one list of what varies between equal runs: tests/published.py
 #: Files of a run that are not output bytes: the config it was started with, and the files that
 #: hold timings (compared without them by :func:`stats` and :func:`manifests`).
-NOT_OUTPUT = {"run.json", "stats.json", "report.html"}
+NOT_OUTPUT = {"run.json", "stats.json", "report.html", "run.log"}
 
 
 class KillMissed(AssertionError):

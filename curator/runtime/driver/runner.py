@@ -23,6 +23,7 @@ from curator.runtime.driver.recovery import Left, run_shard_tasks
 from curator.runtime.driver.requirements import check_requirements
 from curator.runtime.driver.run_keys import RunKeys, shard_name
 from curator.runtime.driver.run_lock import run_lock
+from curator.runtime.driver.run_log import run_log
 from curator.runtime.driver.schemas import unify_segment
 from curator.runtime.driver.stats import write_stats
 from curator.runtime.driver.warm_up import warm_up_in_background
@@ -81,7 +82,6 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
 def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                 workers: int | None, scheduler: str | None, scheduler_file: str | None,
                 force: bool, progress: bool) -> RunResult:
-    plan = pipeline.plan()
     shards = list_input_shards(pipeline)
     inputs = [[s.path, s.size] for s in shards]
     fingerprint = _fingerprint(pipeline, inputs)
@@ -89,6 +89,17 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                      for path in stage.dataset_files(run_dir.root, name)]
     run_dir.prepare(fingerprint, {**pipeline.to_dict(), "inputs": inputs},
                     {**pipeline.decisive(), "inputs": inputs}, force, dataset_files)
+    with run_log(run_dir, pipeline.name):
+        return _run_prepared(pipeline, run_dir, executor, workers, scheduler, scheduler_file,
+                             progress, shards)
+
+
+def _run_prepared(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
+                  workers: int | None, scheduler: str | None, scheduler_file: str | None,
+                  progress: bool, shards: list[Shard]) -> RunResult:
+    """The run once its directory is prepared (its log open): every segment, then stats."""
+    plan = pipeline.plan()
+    inputs = [[s.path, s.size] for s in shards]
     swept = run_dir.sweep(stage.output_dir(run_dir.root, name) for name, stage
                           in pipeline.named_stages() if isinstance(stage, Sink))
     if swept:
