@@ -137,14 +137,19 @@ def plan(config: Path, set_: Sets = None,
 
 @app.command()
 def report(run_dir: Path) -> None:
-    """Print a run's funnel and write report.html beside its stats.json."""
+    """Print a run's funnel and write report.html beside its stats.json; of a run that is
+    running or was stopped, the figures so far (marked partial)."""
     from curator.report.funnel import funnel_table, load_stats, phase_lines
     from curator.report.html import write_report
+    from curator.runtime.driver.stats import partial_stats
 
     try:
         stats = load_stats(run_dir)
-    except FileNotFoundError as err:
-        fail(str(err), FAILED)
+    except FileNotFoundError:
+        try:
+            stats = partial_stats(RunDir(run_dir))
+        except FileNotFoundError as err:
+            fail(str(err), FAILED)
     _stdout().print(funnel_table(stats))
     for line in phase_lines(stats):
         typer.echo(line)

@@ -105,13 +105,13 @@ SLOW = ("jobs/", "hostile/", "runtime/test_kill_", "runtime/test_resume.py",
         "kernels/test_minhash.py", "kernels/test_doc_hash.py::test_cpu_kernel_is_xxh3_128",
         "io/test_megatron.py", "io/test_parquet_bytes.py", "io/test_bad_input.py",
         "test_cli_failures.py", "stages/test_heuristic_chain.py",
-        "stages/test_filters_bad_input.py")
+        "stages/test_filters_bad_input.py", "report/test_partial_report.py")
 #: The kill/fault tier (``make test-kill``): runs SIGKILLed at named points, dying workers, failure
 #: budgets, interrupts, locks, the batch jobs' faults.
 KILL = ("runtime/test_kill_", "runtime/test_resume.py", "runtime/test_worker_faults.py",
         "runtime/test_failure_budget.py", "runtime/test_run_lock.py",
         "runtime/test_run_safety.py", "runtime/test_sandbox_fork.py", "jobs/test_job_faults.py",
-        "test_cli_interrupt.py", "test_halt.py")
+        "test_cli_interrupt.py", "test_halt.py", "report/test_partial_report.py")
 BROWSER = ("report/test_report_browser.py",)
 GPU = ("kernels/test_gpu", "kernels/test_normalise_gpu.py", "runtime/test_devices.py")
 

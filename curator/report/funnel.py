@@ -19,6 +19,17 @@ def load_stats(run_dir: str | Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def partial_line(stats: dict[str, Any]) -> str | None:
+    """What a partial report covers (a run that is running or was stopped), or None."""
+    partial = stats.get("partial")
+    if partial is None:
+        return None
+    shards = ", ".join(f"{seg} {n:,}" for seg, n in partial["shards_committed"].items())
+    finished = ", ".join(partial["dataset_stages_finished"]) or "none"
+    return (f"partial: the run is running or was stopped; shards committed so far: {shards}; "
+            f"dataset stages finished: {finished}")
+
+
 def funnel_table(stats: dict[str, Any]) -> Table:
     table = Table(title=f"curator run '{stats.get('name', '')}'")
     for column in ("stage", "type", "in", "kept", "removed", "failed", "reasons", "seconds"):
@@ -27,6 +38,7 @@ def funnel_table(stats: dict[str, Any]) -> Table:
         reasons = ", ".join(f"{k}: {v}" for k, v in s["removed_by_reason"].items())
         table.add_row(s["name"], s["type"], f"{s['in']:,}", f"{s['kept']:,}", f"{s['removed']:,}",
                       f"{s['failed']:,}", reasons, f"{s['seconds']:.2f}")
+    table.caption = partial_line(stats)
     left = stats.get("left") or []
     if left:
         reasons = Counter(item["reason"] for item in left)

@@ -8,7 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from curator.report.funnel import load_stats, phase_lines
+from curator.report.funnel import load_stats, partial_line, phase_lines
 from curator.report.svg import (
     AFTER,
     BEFORE,
@@ -50,7 +50,7 @@ def write_report(run_dir: str | Path, stats: dict[str, Any] | None = None) -> Pa
 def render_html(stats: dict[str, Any]) -> str:
     stages: list[Stage] = stats["stages"]
     name = escape(str(stats.get("name", "")))
-    sections = [_summary(stats), _left(stats), _funnel(stages), _reasons(stages),
+    sections = [_partial(stats), _summary(stats), _left(stats), _funnel(stages), _reasons(stages),
                 _languages(stages), _lengths(stages), _signals(stages), _dedup(stages),
                 _contamination(stages), _time(stages), _workers(stats), _phases(stats)]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
@@ -72,6 +72,12 @@ def _summary(stats: dict[str, Any]) -> str:
     if "shards" in stats:
         figures.append(f"{stats['shards']:,} shards")
     return f"<p>{escape(' · '.join(figures))}</p>"
+
+
+def _partial(stats: dict[str, Any]) -> str:
+    """The banner of a report made while the run is running or after it was stopped."""
+    line = partial_line(stats)
+    return f"<p class='partial'><strong>{escape(line)}</strong></p>" if line else ""
 
 
 def _left(stats: dict[str, Any]) -> str:

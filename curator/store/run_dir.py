@@ -159,6 +159,13 @@ class RunDir:
         write_json_atomic(run_file, {"fingerprint": fingerprint, "config": config,
                                      "decisive": decisive})
 
+    def recorded_config(self) -> dict:
+        """The configuration the last run recorded in ``run.json`` (its input listing apart);
+        ``FileNotFoundError`` when the folder is not a run, ``DamagedRecord`` if unreadable."""
+        config = dict(read_json(self.run_file)["config"])
+        config.pop("inputs", None)
+        return config
+
     def sweep(self, folders: Iterable[Path]) -> int:
         """Remove the temporary files killed attempts left (``.<name>.<pid>-<n>.tmp``) in the
         run's own folders and ``folders`` (its writers'); run under the lock, so no writer is

@@ -100,6 +100,7 @@ def _run_prepared(pipeline: PipelineModel, run_dir: RunDir, executor: str | None
     """The run once its directory is prepared (its log open): every segment, then stats."""
     plan = pipeline.plan()
     inputs = [[s.path, s.size] for s in shards]
+    run_dir.stats_file.unlink(missing_ok=True)  # until it ends, `curate report` is partial
     swept = run_dir.sweep(stage.output_dir(run_dir.root, name) for name, stage
                           in pipeline.named_stages() if isinstance(stage, Sink))
     if swept:
