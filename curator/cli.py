@@ -157,6 +157,40 @@ def report(run_dir: Path) -> None:
 
 
 @app.command()
+def show(run_dir: Path,
+         stage: Annotated[str | None, typer.Option(help="Removed by this stage.")] = None,
+         reason: Annotated[str | None, typer.Option(help="Removed for this reason.")] = None,
+         kept: Annotated[bool, typer.Option(help="Kept documents (the run's Parquet output) "
+                                           "instead of removed ones.")] = False,
+         lang: Annotated[str | None, typer.Option(help="Of this language only.")] = None,
+         n: Annotated[int, typer.Option("-n", help="How many.")] = 5) -> None:
+    """Print sample documents of a run: removed ones (with --stage/--reason) with the text kept
+    for them, or kept ones (--kept); each with its columns (scores, reason, survivor)."""
+    from curator.report import show as shown
+    from curator.runtime.driver.recorded import parquet_outputs
+
+    root = RunDir(run_dir)
+    if not root.is_run():
+        fail(f"{run_dir} is not a curator run (no run.json)", FAILED)
+    if kept:
+        folders = parquet_outputs(root)
+        if not folders:
+            fail(f"{run_dir}: the run writes no Parquet output to show kept documents from",
+                 FAILED)
+        picked = shown.kept(folders[-1], lang, n)
+    else:
+        picked = shown.removed(root, stage, reason, lang, n)
+    for row in picked.rows:
+        for line in shown.describe(row):
+            typer.echo(line)
+    what = "kept" if kept else "removed"
+    typer.echo(f"{len(picked.rows)} of {picked.matched:,} {what} documents shown")
+    if picked.without_text:
+        typer.echo(f"{picked.without_text:,} of them have no text kept: `rejected: ids` keeps the "
+                   "text of a 1 % sample (curator/rejected.py); `rejected: documents` keeps all")
+
+
+@app.command()
 def verify(run_dir: Path) -> None:
     """Check every file a run recorded against its checksum; name each damaged one."""
     from curator.runtime.driver.verify import verify_run

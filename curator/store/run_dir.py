@@ -121,6 +121,12 @@ class RunDir:
     def rejected_path(self, stage: str, part: str) -> Path:
         return self.root / "rejected" / stage / f"{part}.parquet"
 
+    def rejected_folders(self, stage: str | None = None) -> list[Path]:
+        """Each stage's folder of rejected documents (or only ``stage``'s), if there."""
+        folders = [self.root / "rejected" / stage] if stage else \
+            sorted((self.root / "rejected").glob("*"))
+        return [f for f in folders if f.is_dir()]
+
     def errors_path(self, stage: str, part: str) -> Path:
         return self.root / "errors" / stage / f"{part}.jsonl"
 

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from curator import halt
-from curator.batch import ID, REASON
+from curator.batch import REASON
 from curator.commit import (
     Commit,
     DamagedRecord,
@@ -36,6 +36,7 @@ from curator.commit import (
 )
 from curator.counts import StageCount
 from curator.io.parquet import read_part
+from curator.rejected import ids_and_sample
 from curator.runtime.cluster.executors import WorkerDied
 from curator.runtime.errors import CurationError
 from curator.runtime.worker.memory import memory_returned
@@ -289,7 +290,7 @@ def _remove_part(task: _RemoveTask) -> _RemoveResult:
     for name, values in decisions.removed_columns.items():
         removed = removed.append_column(name, values)
     if task.spec.rejected == "ids":
-        removed = removed.select([ID, REASON, *decisions.removed_columns, *decisions.columns])
+        removed = ids_and_sample(removed, [*decisions.removed_columns, *decisions.columns])
     key = task.key
     pending = Commit()
     for final, data, compression in (

@@ -7,6 +7,7 @@ from typing import Any
 from curator.commit import write_json_atomic
 from curator.counts import StageCount
 from curator.pipeline import PipelineModel
+from curator.runtime.driver.recorded import recorded_pipeline
 from curator.store.records import ShardManifest
 from curator.store.run_dir import RunDir
 
@@ -44,14 +45,9 @@ def partial_stats(run_dir: RunDir) -> dict[str, Any]:
     committed shards and finished dataset stages hold so far, marked ``partial`` (shards
     committed per shard segment, dataset stages finished). ``FileNotFoundError`` when the folder
     is not a run."""
-    import yaml
-
-    from curator.config import parse_pipeline
-
     if not run_dir.is_run():
         raise FileNotFoundError(f"{run_dir.root} is not a curator run (no run.json)")
-    pipeline = parse_pipeline(yaml.safe_dump(run_dir.recorded_config(), allow_unicode=True),
-                              str(run_dir.run_file))
+    pipeline = recorded_pipeline(run_dir)
     manifests: dict[int, list[ShardManifest]] = {}
     dataset_counts: dict[int, dict] = {}
     finished = []

@@ -17,6 +17,7 @@ from curator.commit import Commit
 from curator.counts import StageCount
 from curator.io.parquet import ParquetPartWriter, RollingPartWriter, read_parquet_batches
 from curator.io.records import ColumnMap
+from curator.rejected import ids_and_sample
 from curator.runtime.errors import CurationError
 from curator.runtime.worker.budget import FailureBudget
 from curator.runtime.worker.isolation import apply_stage, sandboxed
@@ -92,7 +93,7 @@ class _ShardOutputs:
 
     def reject(self, stage: str, removed: pa.Table) -> None:
         if self.task.spec.rejected == "ids":
-            removed = removed.select([ID, REASON])
+            removed = ids_and_sample(removed)
         if stage not in self.rejected:
             path = self.ctx.temporary_for(self.run_dir.rejected_path(stage, self.task.shard.part))
             self.rejected[stage] = ParquetPartWriter(path, INTERMEDIATE_ROW_GROUP,
