@@ -45,6 +45,7 @@ BUILTIN_STAGES: tuple[BuiltinStage, ...] = (
     BuiltinStage("sample", "curator.stages.sample", "Sample"),
     BuiltinStage("exact_dedup", "curator.stages.dedup.exact", "ExactDedup", releases_gil=True,
                  preload=(NUMBA,)),
+    BuiltinStage("url_dedup", "curator.stages.dedup.url", "UrlDedup"),
     BuiltinStage("fuzzy_dedup", "curator.stages.dedup.fuzzy.stage", "FuzzyDedup", releases_gil=True,
                  preload=(NUMBA,)),
     BuiltinStage("decontaminate", "curator.stages.decontaminate", "Decontaminate",

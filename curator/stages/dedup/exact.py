@@ -9,6 +9,9 @@ Phases (each restartable, none collects the dataset in one process):
                             ``decisions/bucket-B.parquet`` (part, row, id, duplicate_of)
   3. ``remove`` per part:   the runtime's removal phase drops the rows the decisions name
                             (``rejected/<stage>/``, reason ``exact_duplicate``, ``duplicate_of``)
+
+The group and removal phases (``hash_dir``, ``group_bucket``, ``Duplicates``) serve any per-part
+hash phase that writes (h1, h2, id, row[, score]): ``url_dedup`` hashes normalised URLs.
 """
 
 from __future__ import annotations
@@ -109,18 +112,18 @@ def _hash_part(task: _HashTask) -> _HashResult:
     if task.score_field:
         columns["score"] = table.column(task.score_field).cast(pa.float64())
     pending = Commit()
-    _hashes(task.work).write(task.part, pa.table(columns), pending)
+    hash_dir(task.work).write(task.part, pa.table(columns), pending)
     pending.publish()
     return _HashResult(len(h1))
 
 
-def _hashes(work: str) -> ShuffleDir:
+def hash_dir(work: str) -> ShuffleDir:
     """Each part's document hashes, sorted by ``h1``: bucket ``b`` is a range of ``h1``."""
     return ShuffleDir(Path(work) / "hash", "h1")
 
 
 @dataclass(frozen=True)
-class _GroupTask:
+class GroupTask:
     bucket: int
     buckets: int
     work: str
@@ -129,14 +132,14 @@ class _GroupTask:
 
 
 @dataclass(frozen=True)
-class _GroupResult(PhaseResult):
+class GroupResult(PhaseResult):
     groups: int
     duplicates: int
     sizes: dict[str, int]  # clusters per size (``size_counts``)
 
 
-def _group_bucket(task: _GroupTask) -> _GroupResult:
-    hashes = _hashes(task.work)
+def group_bucket(task: GroupTask) -> GroupResult:
+    hashes = hash_dir(task.work)
     tables = [hashes.read(name, task.bucket, task.buckets) for name in task.parts]
     table = pa.concat_tables([t.append_column("part", pa.array(np.full(len(t), p, np.int32)))
                               for p, t in enumerate(tables)])
@@ -158,14 +161,16 @@ def _group_bucket(task: _GroupTask) -> _GroupResult:
     pq.write_table(decisions.sort_by([("part", "ascending"), ("row", "ascending")]),
                    pending.temporary_for(final))
     pending.publish()
-    return _GroupResult(int(first.sum()), len(duplicates), size_counts(first))
+    return GroupResult(int(first.sum()), len(duplicates), size_counts(first))
 
 
 @dataclass(frozen=True)
-class _Duplicates:
-    """Decisions of one part: the rows the group phase found to be duplicates."""
+class Duplicates:
+    """Decisions of one part: the rows the group phase found to be duplicates, removed with
+    ``reason``."""
 
     work: str
+    reason: str
 
     def __call__(self, part: int, table: pa.Table) -> Decisions:
         decisions = ds.dataset(str(Path(self.work) / "decisions"), format="parquet") \
@@ -173,7 +178,7 @@ class _Duplicates:
             .sort_by("row")
         drop = np.zeros(table.num_rows, dtype=bool)
         drop[decisions.column("row").to_numpy()] = True
-        return Decisions(drop, REASON_EXACT,
+        return Decisions(drop, self.reason,
                          removed_columns={"duplicate_of": decisions.column("duplicate_of")})
 
 
@@ -231,10 +236,10 @@ class ExactDedup(DatasetStage):
             _HashTask(name, str(p), work, self.normalise, self.algorithm, self.score_field,
                       self.device) for name, p in zip(names, parts, strict=True)], names,
             _HashResult, self.resources(), reads=parts)
-        groups = ctx.run_phase("group", _group_bucket, [
-            _GroupTask(b, buckets, work, tuple(names), self.score_field is not None)
-            for b in range(buckets)], [f"bucket-{b:05d}" for b in range(buckets)], _GroupResult)
-        outputs, count = ctx.remove(parts, _Duplicates(work))
+        groups = ctx.run_phase("group", group_bucket, [
+            GroupTask(b, buckets, work, tuple(names), self.score_field is not None)
+            for b in range(buckets)], [f"bucket-{b:05d}" for b in range(buckets)], GroupResult)
+        outputs, count = ctx.remove(parts, Duplicates(work, REASON_EXACT))
         count.seconds = time.perf_counter() - started
         count.facts["dedup"] = {"algorithm": self.algorithm, "device": self.device,
                                 "cluster_sizes": sum_size_counts(g.sizes for g in groups)}
