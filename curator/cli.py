@@ -95,9 +95,19 @@ def run(
 
 def _output_lines(run_dir: Path, stats: dict) -> list[str]:
     """Where a run's Megatron shards (per tokenize stage) and its report are."""
-    lines = [f"Megatron shards ({s['name']}): {s['output']}  ({s.get('files', 0)} .bin/.idx "
-             f"pairs, {s.get('tokens', 0):,} tokens; blend: {s['blend']})"
-             for s in stats.get("stages", []) if s.get("type") == "tokenize" and "blend" in s]
+    lines = []
+    for s in stats.get("stages", []):
+        if s.get("type") != "tokenize" or "blend" not in s:
+            continue
+        lines.append(f"Megatron shards ({s['name']}): {s['output']}  ({s.get('files', 0)} "
+                     f".bin/.idx pairs, {s.get('tokens', 0):,} tokens; blend: {s['blend']})")
+        total = max(s.get("tokens") or 0, 1)
+        sources = sorted(((source, sum(v["tokens"] for v in splits.values()))
+                          for source, splits in s.get("by_source", {}).items()),
+                         key=lambda item: -item[1])
+        if len(sources) > 1:
+            lines.append("  tokens by source: " + ", ".join(
+                f"{source} {n:,} ({n / total:.1%})" for source, n in sources))
     report = RunDir(run_dir).report_file
     if report.exists():
         lines.append(f"report: {report}  (stats: {RunDir(run_dir).stats_file})")

@@ -105,6 +105,17 @@ def test_sample_runs_warc_to_megatron_shards_and_says_where(sample_run):
     kept = pq.read_table(sorted((run_dir / "write_parquet").glob("part-*.parquet"))).to_pylist()
     assert {d["lang"] for d in kept} == {"en", "ja"}
     assert len(kept) == by_name["tokenize"]["kept"] == by_name["tokenize"]["documents"]
+    # what a trainer buys: tokens per language, in the terminal and the report
+    by_source = {source: sum(v["tokens"] for v in splits.values())
+                 for source, splits in by_name["tokenize"]["by_source"].items()}
+    assert set(by_source) == {"en", "ja"}
+    line = re.search(r"tokens by source: (.+)", stdout)
+    assert line, stdout[-2000:]
+    for source, n in by_source.items():
+        share = n / by_name["tokenize"]["tokens"]
+        assert f"{source} {n:,} ({share:.1%})" in line.group(1)
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Tokens: tokenize</h2>" in page and f"<td>{by_source['ja']:,}</td>" in page
 
 
 def test_megatron_core_reads_the_curated_pages_back(sample_run):

@@ -51,8 +51,9 @@ def render_html(stats: dict[str, Any]) -> str:
     stages: list[Stage] = stats["stages"]
     name = escape(str(stats.get("name", "")))
     sections = [_partial(stats), _summary(stats), _left(stats), _funnel(stages), _reasons(stages),
-                _languages(stages), _lengths(stages), _signals(stages), _dedup(stages),
-                _contamination(stages), _time(stages), _workers(stats), _phases(stats)]
+                _token_counts(stages), _languages(stages), _lengths(stages), _signals(stages),
+                _dedup(stages), _contamination(stages), _time(stages), _workers(stats),
+                _phases(stats)]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>curator: {name}</title><style>{STYLE}</style></head><body>"
             f"<h1>curator run: {name}</h1>{''.join(s for s in sections if s)}</body></html>")
@@ -282,6 +283,33 @@ def _workers(stats: dict[str, Any]) -> str:
             "start, dataset stages between segments, the last tasks)</p>"
             + legend([(f"segment {s + 1}", PALETTE[s % len(PALETTE)]) for s in segments])
             + lanes(rows, float(stats.get("seconds") or 0.0), "workers"))
+
+
+def _token_counts(stages: list[Stage]) -> str:
+    """What a trainer buys: per tokenize stage, tokens and documents per source (its
+    ``source_field``: a language, a corpus) and split, with their shares."""
+    out = []
+    for s in stages:
+        by_source = s.get("by_source")
+        if not by_source:
+            continue
+        total_tokens = max(s.get("tokens") or 0, 1)
+        total_docs = max(s.get("documents") or 0, 1)
+        rows = []
+        for source, splits in sorted(by_source.items(),
+                                     key=lambda kv: -sum(v["tokens"] for v in kv[1].values())):
+            for split, figures in sorted(splits.items()):
+                rows.append(
+                    f"<tr><td class='l'>{escape(source)}</td><td class='l'>{escape(split)}</td>"
+                    f"<td>{figures['tokens']:,}</td><td>{figures['tokens'] / total_tokens:.1%}</td>"
+                    f"<td>{figures['documents']:,}</td>"
+                    f"<td>{figures['documents'] / total_docs:.1%}</td></tr>")
+        out.append(f"<h2>Tokens: {escape(_stage_label(s))}</h2><p class='note'>{s['tokens']:,} "
+                   f"tokens in {s['documents']:,} documents; per source and split</p><table><tr>"
+                   "<th class='l'>source</th><th class='l'>split</th><th>tokens</th>"
+                   "<th>of tokens</th><th>documents</th><th>of documents</th></tr>"
+                   + "".join(rows) + "</table>")
+    return "".join(out)
 
 
 def _phases(stats: dict[str, Any]) -> str:
