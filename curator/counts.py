@@ -150,3 +150,9 @@ def _add(a: list[int], b: list[int]) -> list[int]:
 def _is_text(kind: pa.DataType) -> bool:
     return (pa.types.is_string(kind) or pa.types.is_large_string(kind)
             or pa.types.is_binary(kind) or pa.types.is_large_binary(kind))
+
+
+def per_second(count: float, seconds: float) -> str:
+    """A throughput that never reads 0 for a slow stage: 1,234 or 12 or 0.35 (per second)."""
+    rate = count / seconds if seconds > 0 else 0.0
+    return f"{rate:,.0f}" if rate >= 10 or rate == 0 else f"{rate:.2g}"

@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from curator.counts import per_second
 from curator.report.funnel import load_stats, partial_line, phase_lines
 from curator.report.svg import (
     AFTER,
@@ -65,11 +66,13 @@ def _summary(stats: dict[str, Any]) -> str:
         return "<p>No stages.</p>"
     first, last = stages[0], stages[-1]
     seconds = stats.get("seconds")
-    figures = [f"{first['in']:,} documents in, {last['kept']:,} kept"]
+    entering = sum(s["in"] for s in stages if s.get("source")) or first["in"]  # every source's
+    figures = [f"{entering:,} documents in, {last['kept']:,} kept"]
     if "bytes_kept" in first and "bytes_kept" in last:
         figures.append(f"{_bytes(first['bytes_kept'])} read, {_bytes(last['bytes_kept'])} kept")
     if seconds:
-        figures.append(f"{seconds:,.1f} s wall clock, {first['in'] / seconds:,.0f} documents/s")
+        figures.append(f"{seconds:,.1f} s wall clock, {per_second(entering, seconds)} "
+                       "documents/s")
     if "shards" in stats:
         figures.append(f"{stats['shards']:,} shards")
     return f"<p>{escape(' · '.join(figures))}</p>"
@@ -259,7 +262,7 @@ def _time(stages: list[Stage]) -> str:
                         for i, (phase, p) in enumerate(phases.items())]
         else:
             segments = [Segment(s["seconds"], PALETTE[0], f"{s['seconds']:.2f} s")]
-        rate = f", {s['in'] / s['seconds']:,.0f} docs/s" if s["seconds"] > 0 else ""
+        rate = f", {per_second(s['in'], s['seconds'])} docs/s" if s["seconds"] > 0 else ""
         rows.append((s["name"], segments, f"{s['seconds']:.2f} s{rate}"))
     return ("<h2>Time per stage</h2><p class='note'>seconds per stage, summed over shards "
             "(workers run in parallel); dataset stages split into their phases</p>"

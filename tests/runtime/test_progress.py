@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import ROOT, write_shards
 
-IN_SHARD = r"segment 1/3: 0/3 shards, [1-9][\d,]* docs, [\d.]+/[\d.]+ MB, [\d,]+ docs/s, ETA "
+IN_SHARD = r"segment 1/3: 0/3 shards, [1-9][\d,]* docs, [\d.]+/[\d.]+ MB, [\d,.]+ docs/s, ETA "
 
 
 def _config(tmp_path: Path, executor: str) -> Path:
@@ -105,7 +105,8 @@ def test_printed_dashboard_address_answers_in_thread_mode(tmp_path):
         lines = _lines(proc.stderr)
         deadline = time.monotonic() + 120
         seen = []
-        while not any("dashboard" in line for line in seen) and time.monotonic() < deadline:
+        while not any("dashboard" in line and "http" in line for line in seen) \
+                and time.monotonic() < deadline:
             seen.append(lines.get(timeout=max(0.1, deadline - time.monotonic())))
         assert any("threads in one process" in line for line in seen), seen
         url = re.search(r"https?://\S+", seen[-1]).group(0)

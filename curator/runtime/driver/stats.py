@@ -8,6 +8,7 @@ from curator.commit import write_json_atomic
 from curator.counts import StageCount
 from curator.pipeline import PipelineModel
 from curator.runtime.driver.recorded import recorded_pipeline
+from curator.stages.base import Source
 from curator.store.records import ShardManifest
 from curator.store.run_dir import RunDir
 
@@ -36,6 +37,8 @@ def stage_stats(pipeline: PipelineModel, manifests: dict[int, list[ShardManifest
         count = totals.get(name, StageCount(name, stage.type))
         entry = count.to_dict()
         entry["seconds"] = round(count.seconds, 3)
+        if isinstance(stage, Source):
+            entry["source"] = True  # its documents enter the run (a run may have several)
         stages.append({**entry, **stage_extras.get(name, {})})
     return {"name": pipeline.name, "stages": stages, **extra}
 

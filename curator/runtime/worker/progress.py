@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from curator.batch import Shard
+from curator.counts import per_second
 
 log = logging.getLogger("curator")
 
@@ -167,7 +168,8 @@ class ProgressReporter:
         else:
             eta = "ETA ?"
         docs = sum(self._docs.values())
-        return f"{docs:,} docs, {_amount(done, total)}, {docs / elapsed:,.0f} docs/s, {eta}"
+        return (f"{docs:,} docs, {_amount(done, total)}, {per_second(docs, elapsed)} docs/s, "
+                f"{eta}")
 
     def _show(self, final: bool) -> None:
         stats = self._summary()

@@ -1,0 +1,34 @@
+"""The report's figures: a throughput never reads 0 for a slow stage (49 documents in 93 s is
+0.53 docs/s); the header counts the documents of every source."""
+
+from __future__ import annotations
+
+from curator.counts import per_second
+from curator.report.html import render_html
+
+
+def test_per_second_keeps_two_figures_below_ten():
+    assert per_second(49, 93) == "0.53"
+    assert per_second(30, 2) == "15"
+    assert per_second(12_345, 2) == "6,172"
+    assert per_second(0, 5) == "0" and per_second(5, 0) == "0"
+
+
+def test_a_slow_stage_does_not_read_zero_documents_per_second_in_the_report():
+    stage = {"name": "exact_dedup", "type": "exact_dedup", "in": 49, "kept": 49, "removed": 0,
+             "failed": 0, "removed_by_reason": {}, "seconds": 93.0}
+    page = render_html({"name": "slow", "stages": [stage], "seconds": 93.0})
+    assert "0.53 docs/s" in page and "0.53 documents/s" in page
+    assert " 0 docs/s" not in page
+
+
+def test_the_header_counts_the_documents_of_every_source():
+    def stage(name: str, n_in: int, kept: int, source: bool = False) -> dict:
+        return {"name": name, "type": name, "in": n_in, "kept": kept, "removed": n_in - kept,
+                "failed": 0, "removed_by_reason": {}, "seconds": 1.0,
+                **({"source": True} if source else {})}
+
+    page = render_html({"name": "two", "stages": [stage("web", 6, 6, True),
+                                                  stage("books", 12, 12, True),
+                                                  stage("filter", 18, 15)]})
+    assert "18 documents in, 15 kept" in page
