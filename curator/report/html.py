@@ -176,14 +176,23 @@ def _signals(stages: list[Stage]) -> str:
             series = [Series("all", h["counts"], BEFORE)]
             if "kept" in h:
                 series.append(Series("kept", h["kept"], AFTER))
-            plots.append(f"<figure>{histogram(h['edges'], series, score)}<figcaption>"
-                         f"{escape(score)} ({sum(h['counts']):,} scored)</figcaption></figure>")
+            cuts = s.get("thresholds", {}).get(score, [])
+            where = f"; threshold {', '.join(f'{c:g}' for c in cuts)}" if cuts else ""
+            plot = histogram(h["edges"], series, score, log=_log_bins(h["edges"]), marks=cuts)
+            plots.append(f"<figure>{plot}<figcaption>{escape(score)} ({sum(h['counts']):,} "
+                         f"scored{escape(where)})</figcaption></figure>")
         parts.append(f"<h3>{escape(s['name'])}</h3><p>failed per rule: {escape(rules or '-')}"
                      f"</p><div class='grid'>{''.join(plots)}</div>")
     if not parts:
         return ""
     return ("<h2>Filter signals</h2>" + legend([("all scored (before)", BEFORE),
                                                  ("kept (after)", AFTER)]) + "".join(parts))
+
+
+def _log_bins(edges: list[float]) -> bool:
+    """Whether histogram bins grow geometrically (a log axis), as ScoreBins(log=True) makes."""
+    return len(edges) > 2 and edges[0] > 0 and \
+        abs(edges[2] / edges[1] - edges[1] / edges[0]) < 1e-6 * edges[1] / edges[0]
 
 
 def _dedup(stages: list[Stage]) -> str:

@@ -5,6 +5,7 @@ Every text that reaches the markup is escaped here; callers pass plain strings."
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from html import escape
 
@@ -73,10 +74,10 @@ def bars(rows: list[tuple[str, list[Segment], str]], label: str, width: int = 56
 
 
 def histogram(edges: list[float], series: list[Series], label: str, log: bool = False,
-              width: int = 360, height: int = 120) -> str:
+              width: int = 360, height: int = 120, marks: list[float] = ()) -> str:
     """Bars per bin, the series overlaid in order (draw the larger first); x axis labelled
     with the range's ends and middle, y with the largest count. Each bin's tooltip gives its
-    range and every series' count."""
+    range and every series' count; ``marks`` (a filter's thresholds) are dashed lines."""
     n = len(edges) - 1
     top = max([c for s in series for c in s.counts] + [1])
     step = width / max(n, 1)
@@ -91,6 +92,11 @@ def histogram(edges: list[float], series: list[Series], label: str, log: bool = 
             parts.append(f'<rect class="bin" x="{left + i * step:.1f}" y="{height - h:.1f}" '
                          f'width="{max(step - 1, 1):.1f}" height="{h:.1f}" fill="{s.color}">'
                          f"<title>{escape(tip)}</title></rect>")
+    for mark in marks:
+        x = left + _bin_position(edges, mark, log) * step
+        parts.append(f'<line class="threshold" x1="{x:.1f}" y1="0" x2="{x:.1f}" y2="{height}" '
+                     f'stroke="#c92a2a" stroke-dasharray="4 3"><title>threshold '
+                     f'{escape(_num(mark))}</title></line>')
     middle = edges[n // 2]
     axis = (f'<line x1="{left}" y1="{height}" x2="{left + width}" y2="{height}" stroke="#495057"/>'
             f'<text x="{left - 4}" y="12" font-size="11" text-anchor="end">{top:,}</text>'
@@ -101,6 +107,20 @@ def histogram(edges: list[float], series: list[Series], label: str, log: bool = 
             f'<text x="{left + width}" y="{height + 14}" font-size="11" '
             f'text-anchor="end">{escape(_num(edges[-1]))}</text>')
     return _svg(label, left + width + 10, height + 20, "".join(parts) + axis)
+
+
+def _bin_position(edges: list[float], value: float, log: bool) -> float:
+    """Where ``value`` falls on the bins, in bins from the first edge (clamped to the axis;
+    within a bin, linear, or logarithmic for log bins)."""
+    if value <= edges[0]:
+        return 0.0
+    for i in range(len(edges) - 1):
+        lo, hi = edges[i], edges[i + 1]
+        if value <= hi:
+            if log and lo > 0:
+                return i + math.log(value / lo) / math.log(hi / lo)
+            return i + (value - lo) / (hi - lo)
+    return float(len(edges) - 1)
 
 
 def lanes(rows: list[tuple[str, list[Span]]], total: float, label: str, width: int = 560,

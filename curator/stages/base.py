@@ -208,6 +208,10 @@ class Filter(BatchStage):
         """Reason -> boolean mask of the rows that fail that rule, in order of precedence."""
         raise NotImplementedError
 
+    def thresholds(self) -> dict[str, list[float]]:
+        """Where the rules cut each score of ``score_bins`` (the report draws them)."""
+        return {}
+
     def reasons(self, batch: pa.Table) -> pa.Array:
         """Null (keep) or the reason per row: the first failing rule."""
         return apply_rules(batch, self.rules(self.scores(batch)), {}, False).reasons

@@ -268,6 +268,12 @@ class LangId(Filter):
     _check_model = field_validator("model")(checked_model)
     _check_languages = field_validator("languages")(normalised_languages)
 
+    def thresholds(self) -> dict[str, list[float]]:
+        floors = sorted(set(self.min_score.values())) if isinstance(self.min_score, dict) \
+            else [self.min_score]
+        cuts = [float(f) for f in floors if f > 0]
+        return {LANG_SCORE: cuts} if cuts else {}
+
     def side_inputs(self) -> list[str]:
         return [self.model] if self.model else []
 

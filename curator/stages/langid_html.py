@@ -65,6 +65,9 @@ class LangIdHtml(Filter):
     _check_model = field_validator("model")(checked_model)
     _check_languages = field_validator("languages")(normalised_languages)
 
+    def thresholds(self) -> dict[str, list[float]]:
+        return {HTML_LANG_SCORE: [self.min_other_score]}
+
     def side_inputs(self) -> list[str]:
         return [self.model] if self.model else []
 

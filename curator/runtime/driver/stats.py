@@ -8,7 +8,7 @@ from curator.commit import write_json_atomic
 from curator.counts import StageCount
 from curator.pipeline import PipelineModel
 from curator.runtime.driver.recorded import recorded_pipeline
-from curator.stages.base import Source
+from curator.stages.base import Filter, Source
 from curator.store.records import ShardManifest
 from curator.store.run_dir import RunDir
 
@@ -39,6 +39,8 @@ def stage_stats(pipeline: PipelineModel, manifests: dict[int, list[ShardManifest
         entry["seconds"] = round(count.seconds, 3)
         if isinstance(stage, Source):
             entry["source"] = True  # its documents enter the run (a run may have several)
+        if isinstance(stage, Filter) and (cuts := stage.thresholds()):
+            entry["thresholds"] = cuts  # where its rules cut its scores (the report draws them)
         stages.append({**entry, **stage_extras.get(name, {})})
     return {"name": pipeline.name, "stages": stages, **extra}
 

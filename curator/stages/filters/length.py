@@ -35,6 +35,10 @@ class LengthFilter(Filter):
     def scores(self, batch: pa.Table) -> dict[str, pa.Array]:
         return {"chars": pc.utf8_length(batch.column(TEXT)).combine_chunks()}
 
+    def thresholds(self) -> dict[str, list[float]]:
+        cuts = [float(c) for c in (self.min_chars or None, self.max_chars) if c is not None]
+        return {"chars": cuts} if cuts else {}
+
     def rules(self, scores: dict[str, pa.Array]) -> dict[str, pa.Array]:
         rules = {"too_short": pc.less(scores["chars"], self.min_chars)}
         if self.max_chars is not None:

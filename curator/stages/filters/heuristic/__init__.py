@@ -152,6 +152,17 @@ class HeuristicFilter(Filter):
         params = self.params(PRESETS["c4"])
         return [kept_text(t, params) if s else t for t, s in zip(texts, spaced, strict=True)]
 
+    def thresholds(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for name in self.presets:
+            family = PRESETS[name]
+            params = self.params(family)
+            for rule in family.rules:
+                if params[rule.name] is not None:
+                    out.setdefault(f"{family.name}.{rule.score}", []).append(
+                        float(params[rule.name]))
+        return out
+
     def rules(self, scores: dict[str, pa.Array]) -> dict[str, pa.Array]:
         rules = {"empty": scores["heuristic.blank"]}
         for name in self.presets:

@@ -1,10 +1,15 @@
 """The report's figures: a throughput never reads 0 for a slow stage (49 documents in 93 s is
-0.53 docs/s); the header counts the documents of every source."""
+0.53 docs/s); the header counts the documents of every source; each score a rule cuts shows its
+threshold."""
 
 from __future__ import annotations
 
+import json
+
+from curator import HeuristicFilter, LengthFilter, Pipeline, ReadJsonl, WriteParquet
 from curator.counts import per_second
 from curator.report.html import render_html
+from tests.conftest import write_shards
 
 
 def test_per_second_keeps_two_figures_below_ten():
@@ -32,3 +37,20 @@ def test_the_header_counts_the_documents_of_every_source():
                                                   stage("books", 12, 12, True),
                                                   stage("filter", 18, 15)]})
     assert "18 documents in, 15 kept" in page
+
+
+def test_every_score_a_rule_cuts_has_its_threshold_line(tmp_path):
+    inputs = tmp_path / "in"
+    write_shards(inputs, 2)
+    run_dir = tmp_path / "run"
+    Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), LengthFilter(min_chars=2000),
+              HeuristicFilter(presets=["gopher_quality", "c4", "fineweb"]), WriteParquet()],
+             ).run(output=run_dir, executor="local", progress=False)
+    stats = json.loads((run_dir / "stats.json").read_text())
+    length, heuristic = stats["stages"][1], stats["stages"][2]
+    assert length["thresholds"] == {"chars": [2000.0]}
+    assert heuristic["thresholds"] and set(heuristic["thresholds"]) <= set(heuristic["histograms"])
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    drawn = sum(len(v) for s in (length, heuristic) for v in s["thresholds"].values())
+    assert page.count('class="threshold"') == drawn
+    assert "scored; threshold 2000)" in page
