@@ -19,8 +19,8 @@ from typing import Any
 RUN = "<run>"
 NOT_PUBLISHED_FILES = {"run.json", "report.html", ".curator.lock", "stats.json", "run.log"}
 NOT_PUBLISHED_FOLDERS = {"_manifests", "_work", "_store", "jobs"}
-VOLATILE = {"seconds", "executor_start_seconds", "timeline", "seen", "reuse", "reused",
-            "store_bytes", "work_bytes", "downloads"}
+VOLATILE = {"seconds", "executor_start_seconds", "timeline", "phase_timeline", "seen", "reuse",
+            "reused", "store_bytes", "work_bytes", "downloads"}
 
 
 def without_volatile(value: Any) -> Any:

@@ -281,7 +281,8 @@ def _time(stages: list[Stage]) -> str:
 def _workers(stats: dict[str, Any]) -> str:
     """The shard tasks this run ran, one lane per worker process, on the run's clock."""
     tasks = stats.get("timeline") or []
-    if not tasks:
+    phases = stats.get("phase_timeline") or []
+    if not tasks and not phases:
         return ""
     lanes_of: dict[int, list[Span]] = {}
     for segment, start, end, pid in tasks:
@@ -289,10 +290,16 @@ def _workers(stats: dict[str, Any]) -> str:
             start, end, PALETTE[segment % len(PALETTE)],
             f"segment {segment + 1}: {start:.2f} to {end:.2f} s (process {pid})"))
     rows = [(f"worker {i + 1}", spans) for i, spans in enumerate(lanes_of.values())]
+    stage_lanes: dict[str, list[Span]] = {}
+    for segment, stage, phase, start, end in phases:
+        spans = stage_lanes.setdefault(stage, [])
+        spans.append(Span(start, end, PALETTE[(segment + len(spans)) % len(PALETTE)],
+                          f"{stage}: phase {phase}, {start:.2f} to {end:.2f} s"))
+    rows += [(f"{stage} phases", spans) for stage, spans in stage_lanes.items()]
     segments = sorted({t[0] for t in tasks})
     return ("<h2>Workers over time</h2><p class='note'>each shard task this run ran, from its "
-            "start to its end, one lane per worker process; gaps are idle workers (cluster "
-            "start, dataset stages between segments, the last tasks)</p>"
+            "start to its end, one lane per worker process; below them each dataset stage's "
+            "phases (hover for names); gaps are idle workers (cluster start, the last tasks)</p>"
             + legend([(f"segment {s + 1}", PALETTE[s % len(PALETTE)]) for s in segments])
             + lanes(rows, float(stats.get("seconds") or 0.0), "workers"))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from curator import HeuristicFilter, LengthFilter, Pipeline, ReadJsonl, WriteParquet
+from curator import ExactDedup, HeuristicFilter, LengthFilter, Pipeline, ReadJsonl, WriteParquet
 from curator.counts import per_second
 from curator.report.html import render_html
 from tests.conftest import write_shards
@@ -54,3 +54,20 @@ def test_every_score_a_rule_cuts_has_its_threshold_line(tmp_path):
     drawn = sum(len(v) for s in (length, heuristic) for v in s["thresholds"].values())
     assert page.count('class="threshold"') == drawn
     assert "scored; threshold 2000)" in page
+
+
+def test_the_dedup_phases_are_on_the_run_timeline(tmp_path):
+    inputs = tmp_path / "in"
+    write_shards(inputs, 2, copies=2)
+    run_dir = tmp_path / "run"
+    Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), ExactDedup(), WriteParquet()]).run(
+        output=run_dir, executor="local", progress=False)
+    stats = json.loads((run_dir / "stats.json").read_text())
+    spans = stats["phase_timeline"]
+    assert [(s[1], s[2]) for s in spans] == [("exact_dedup", p) for p in ("hash", "group",
+                                                                           "remove")]
+    for _, _, _, start, end in spans:
+        assert 0 <= start <= end <= stats["seconds"]
+    assert [s[3] for s in spans] == sorted(s[3] for s in spans)  # in the order they ran
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "exact_dedup phases" in page and "exact_dedup: phase group" in page

@@ -66,6 +66,7 @@ class PhaseContext:
     phases: dict[str, dict[str, Any]] = field(default_factory=dict)
     resumed: dict[str, set[str]] = field(default_factory=dict)  # phase -> keys an earlier run did
     per_part: set[str] = field(default_factory=set)  # phases whose tasks each read one part
+    spans: list[tuple[str, float, float]] = field(default_factory=list)  # phase, wall start, end
 
     @property
     def rejected(self) -> Literal["ids", "documents"]:
@@ -121,6 +122,7 @@ class PhaseContext:
             results[key] = done
             self._report(phase, len(results), len(tasks))
         self._time(phase, len(tasks), bool(todo), time.perf_counter() - started)
+        self.spans.append((phase, time.time() - (time.perf_counter() - started), time.time()))
         self.phases[phase]["reused"] = len(self.resumed[phase])
         return [results[k] for k in keys]
 

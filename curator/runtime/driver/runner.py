@@ -111,6 +111,7 @@ def _run_prepared(pipeline: PipelineModel, run_dir: RunDir, executor: str | None
     manifests: dict[int, list[ShardManifest]] = {}
     dataset_counts: dict[int, dict[str, Any]] = {}  # a dataset stage's count, by segment
     extras: dict[str, dict[str, Any]] = {}
+    phase_timeline: list[list] = []  # [segment, stage, phase, start s, end s] of this run
     ran: set[int] = set()  # indices of the shards some task of this run worked on
     left: list[Left] = []
     imports = load_imports(pipeline.imports)
@@ -130,8 +131,11 @@ def _run_prepared(pipeline: PipelineModel, run_dir: RunDir, executor: str | None
         for segment in segments:
             following = segments[segment.index + 1] if segment.index + 1 < len(segments) else None
             if segment.kind == "dataset":
-                count, shards = _run_dataset(pool, segment, following, shards, run_dir,
-                                             pipeline, keys, reporter)
+                count, shards, spans = _run_dataset(pool, segment, following, shards, run_dir,
+                                                    pipeline, keys, reporter)
+                phase_timeline += [[segment.index, segment.stages[0][0], phase,
+                                    round(start - started, 3), round(end - started, 3)]
+                                   for phase, start, end in spans]
                 dataset_counts[segment.index] = count
                 reuse[f"segment-{segment.index:02d}"] = _phase_reuse(count)
                 continue
@@ -176,7 +180,8 @@ def _run_prepared(pipeline: PipelineModel, run_dir: RunDir, executor: str | None
     run_facts: dict[str, Any] = {
         "seconds": round(time.time() - started, 3),
         "executor_start_seconds": round(pool.start_seconds, 3),
-        "shards": len(inputs), "timeline": _timeline(manifests, started), "reuse": reuse,
+        "shards": len(inputs), "timeline": _timeline(manifests, started),
+        "phase_timeline": phase_timeline, "reuse": reuse,
         "store_bytes": run_dir.store_bytes(), "work_bytes": run_dir.work_bytes()}
     if left:
         run_facts["left"] = [item.to_dict() for item in left]
@@ -202,13 +207,15 @@ class RunIncomplete(CurationError):
 
 def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None,
                  shards: list[Shard], run_dir: RunDir, pipeline: PipelineModel,
-                 keys: RunKeys, reporter: ProgressReporter) -> tuple[dict, list[Shard]]:
+                 keys: RunKeys, reporter: ProgressReporter
+                 ) -> tuple[dict, list[Shard], list[tuple[str, float, float]]]:
     """Run a dataset stage under its key (the stage and every part it reads, by content), or
     take its recorded result whole when an earlier run finished it under that key. The parts
     the next segment still has to read that an earlier run wrote are checked whole first, and
     a damaged one is written again by its remove task. Once finished, the stage's record is
-    written and its work folder trimmed to what later runs reuse. Returns the stage's count
-    and the next segment's shards (named after the parts they come from, with checksums)."""
+    written and its work folder trimmed to what later runs reuse. Returns the stage's count,
+    the next segment's shards (named after the parts they come from, with checksums) and when
+    each phase ran (wall clock)."""
     name, stage = segment.stages[0]
     key = keys.barrier(name, stage, shards)
     finished = finished_dataset(run_dir, segment.index, key, shards)
@@ -217,7 +224,7 @@ def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None
         log.info("%s: finished by an earlier run of this configuration; reused", name)
         if not pipeline.keep_work:  # a run cut between the record and the trim
             run_dir.trim(run_dir.work_dir(segment.index), record.kept_phases)
-        return _reused_count(record.count), produced
+        return _reused_count(record.count), produced, []
     ex = pool.get(stage.holds_gil)
     reporter.attach(ex)
     for attempt in range(2):
@@ -248,7 +255,7 @@ def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None
     halt.point(f"trim:segment-{segment.index:02d}")
     if not pipeline.keep_work:
         run_dir.trim(ctx.work_dir, kept)
-    return count, produced
+    return count, produced, ctx.spans
 
 
 def _reused_count(count: dict[str, Any]) -> dict[str, Any]:
