@@ -136,9 +136,13 @@ def test_report_renders_every_plot_with_the_runs_figures(run):
             assert set(dom.labels(f"reasons {s['name']}")) == set(s["removed_by_reason"])
     assert stages["exact_dedup"]["removed"] >= 1 and stages["fuzzy_dedup"]["removed"] >= 1
     assert dom.labels("timeline") == [s["name"] for s in stats["stages"]]
-    # one lane per worker process, one span per shard task of the run (here: this process)
-    assert dom.labels("workers") == ["worker 1"]
-    assert dom.count("workers", "rect") == len(stats["timeline"]) > 0
+    # one lane per worker process, one span per shard task of the run (here: this process),
+    # then one lane per dataset stage, a span per phase
+    dataset = list(dict.fromkeys(p[1] for p in stats["phase_timeline"]))
+    assert dataset == [s["name"] for s in stats["stages"] if "phases" in s]  # in pipeline order
+    assert dom.labels("workers") == ["worker 1", *(f"{name} phases" for name in dataset)]
+    assert dom.count("workers", "rect") == len(stats["timeline"]) + len(stats["phase_timeline"])
+    assert len(stats["timeline"]) > 0
 
     languages = dom.labels("languages")
     assert languages[0] == "langid" and languages[-1] == "write_parquet"
