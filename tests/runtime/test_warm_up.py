@@ -4,6 +4,7 @@ the run goes on; where tasks run in other processes it is left to them."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -65,3 +66,40 @@ def test_a_failing_warm_up_leaves_the_run_to_its_tasks(tmp_path):
 
 def test_no_warm_up_in_this_process_when_tasks_run_in_worker_processes(tmp_path):
     assert _run(tmp_path, "processes", "dask", True) is None
+
+
+class _Compiling(BatchStage):
+    """A warm-up that lasts until the run has said that it compiles."""
+
+    type = "test_compiling_stage"
+    said: ClassVar[threading.Event] = threading.Event()
+
+    def warm_up(self) -> None:
+        assert self.said.wait(60), "the warm-up was never announced"
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        return BatchResult(kept=batch)
+
+
+def test_a_long_warm_up_says_that_it_compiles_and_when_it_is_done(monkeypatch):
+    from curator.runtime.driver import warm_up
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+            if "compiling its kernels" in record.getMessage():
+                _Compiling.said.set()
+
+    lines: list[str] = []
+    monkeypatch.setattr(warm_up, "SLOW_S", 0.01)
+    log = logging.getLogger("curator")
+    handler, level = Heard(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        warm_up.warm_up_in_background([_Compiling()]).join(60)
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    assert lines[0].startswith("test_compiling_stage: compiling its kernels (the first run")
+    assert lines[1].startswith("test_compiling_stage: kernels ready in ")
