@@ -108,6 +108,8 @@ def _output_lines(run_dir: Path, stats: dict) -> list[str]:
         if len(sources) > 1:
             lines.append("  tokens by source: " + ", ".join(
                 f"{source} {n:,} ({n / total:.1%})" for source, n in sources))
+    lines += [f"warning: {s['name']}: {w}" for s in stats.get("stages", [])
+              for w in s.get("warnings", [])]
     report = RunDir(run_dir).report_file
     if report.exists():
         lines.append(f"report: {report}  (stats: {RunDir(run_dir).stats_file})")

@@ -51,10 +51,10 @@ def write_report(run_dir: str | Path, stats: dict[str, Any] | None = None) -> Pa
 def render_html(stats: dict[str, Any]) -> str:
     stages: list[Stage] = stats["stages"]
     name = escape(str(stats.get("name", "")))
-    sections = [_partial(stats), _summary(stats), _left(stats), _funnel(stages), _reasons(stages),
-                _token_counts(stages), _languages(stages), _lengths(stages), _signals(stages),
-                _dedup(stages), _contamination(stages), _time(stages), _workers(stats),
-                _phases(stats)]
+    sections = [_partial(stats), _summary(stats), _warnings(stages), _left(stats),
+                _funnel(stages), _reasons(stages), _token_counts(stages), _languages(stages),
+                _lengths(stages), _signals(stages), _dedup(stages), _contamination(stages),
+                _time(stages), _workers(stats), _phases(stats)]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>curator: {name}</title><style>{STYLE}</style></head><body>"
             f"<h1>curator run: {name}</h1>{''.join(s for s in sections if s)}</body></html>")
@@ -76,6 +76,13 @@ def _summary(stats: dict[str, Any]) -> str:
     if "shards" in stats:
         figures.append(f"{stats['shards']:,} shards")
     return f"<p>{escape(' · '.join(figures))}</p>"
+
+
+def _warnings(stages: list[Stage]) -> str:
+    """What stages warned of (a blend that repeats a source too often, too few tokens...)."""
+    items = "".join(f"<li>{escape(s['name'])}: {escape(w)}</li>"
+                    for s in stages for w in s.get("warnings", []))
+    return f"<h2>Warnings</h2><ul class='warnings'>{items}</ul>" if items else ""
 
 
 def _partial(stats: dict[str, Any]) -> str:
@@ -314,19 +321,23 @@ def _token_counts(stages: list[Stage]) -> str:
             continue
         total_tokens = max(s.get("tokens") or 0, 1)
         total_docs = max(s.get("documents") or 0, 1)
+        epochs = s.get("epochs", {})
         rows = []
         for source, splits in sorted(by_source.items(),
                                      key=lambda kv: -sum(v["tokens"] for v in kv[1].values())):
             for split, figures in sorted(splits.items()):
+                times = epochs.get(source) if split == "train" else None
                 rows.append(
                     f"<tr><td class='l'>{escape(source)}</td><td class='l'>{escape(split)}</td>"
                     f"<td>{figures['tokens']:,}</td><td>{figures['tokens'] / total_tokens:.1%}</td>"
                     f"<td>{figures['documents']:,}</td>"
-                    f"<td>{figures['documents'] / total_docs:.1%}</td></tr>")
+                    f"<td>{figures['documents'] / total_docs:.1%}</td>"
+                    f"<td>{'-' if times is None else f'{times:g}'}</td></tr>")
         out.append(f"<h2>Tokens: {escape(_stage_label(s))}</h2><p class='note'>{s['tokens']:,} "
-                   f"tokens in {s['documents']:,} documents; per source and split</p><table><tr>"
-                   "<th class='l'>source</th><th class='l'>split</th><th>tokens</th>"
-                   "<th>of tokens</th><th>documents</th><th>of documents</th></tr>"
+                   f"tokens in {s['documents']:,} documents; per source and split; epochs: how "
+                   "many times training on the blend goes through a source's train tokens</p>"
+                   "<table><tr><th class='l'>source</th><th class='l'>split</th><th>tokens</th>"
+                   "<th>of tokens</th><th>documents</th><th>of documents</th><th>epochs</th></tr>"
                    + "".join(rows) + "</table>")
     return "".join(out)
 

@@ -44,6 +44,9 @@ class Stage(BaseModel):
     holds_gil: ClassVar[bool] = True
     #: Parameters that never change the output (where it runs): left out of the fingerprint.
     placement: ClassVar[frozenset[str]] = frozenset()
+    #: Parameters that shape only the stats and warnings a stage reports, never its output:
+    #: left out of its key (``decisive``), so that changing one recomputes nothing.
+    reporting: ClassVar[frozenset[str]] = frozenset()
     #: Modules the stage imports, with the extra that installs them (``pip install curator[X]``);
     #: checked before a run starts.
     requires: ClassVar[dict[str, str]] = {}
@@ -103,7 +106,7 @@ class Stage(BaseModel):
     def decisive(self) -> dict[str, Any]:
         """Everything that decides the output: type, code version and every parameter, defaults
         included (an upgrade that changes a default changes the fingerprint)."""
-        params = self.model_dump(mode="json", exclude=set(self.placement))
+        params = self.model_dump(mode="json", exclude=set(self.placement | self.reporting))
         return {"type": self.type, "version": self.version, **params}
 
     def fingerprint(self) -> str:

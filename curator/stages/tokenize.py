@@ -26,7 +26,7 @@ import math
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -65,6 +65,7 @@ class Tokenize(TokenizingSink):
     """Tokenize documents into Megatron-Core ``.bin/.idx`` shards with a blend file."""
 
     type = "tokenize"
+    reporting: ClassVar[frozenset[str]] = frozenset({"train_tokens", "max_epochs"})
 
     path: str | None = Field(None, description="Output directory; default <output>/tokens.")
     dataset_name: str | None = Field(
@@ -89,6 +90,12 @@ class Tokenize(TokenizingSink):
     split: dict[Literal["train", "valid", "test"], float] | None = Field(
         None, description="Fractions per split, e.g. {train: 0.98, valid: 0.01, test: 0.01}; "
         "assigned by a seeded hash of the document id.")
+    train_tokens: int | None = Field(None, gt=0, description="Tokens the model will train on, "
+                                     "for each source's epochs (weight share * train_tokens / "
+                                     "its train tokens); default: the blend's train tokens.")
+    max_epochs: float = Field(4.0, gt=0, description="A source repeated more often than this "
+                              "gets a warning (about 4 epochs of repeated data train nearly as "
+                              "well as unique data: Muennighoff et al., 2023).")
     seed: int = Field(0, ge=0, description="Seed of the split hash and of the shuffle.")
     shuffle: bool = Field(False, description="Seeded shuffle of the document order in each "
                           "written piece (its .idx); default: input order.")
@@ -179,6 +186,24 @@ class Tokenize(TokenizingSink):
         names = ("blend.json", "per_dataset_sequences.json")
         return [out / n for n in names] + [out / f"{n}.tmp" for n in names]
 
+    def _epochs(self, by_source: dict[str, dict[str, dict[str, int]]],
+                warnings: list[str]) -> dict[str, float]:
+        """How many times training on the blend (``train_tokens``, or its own train tokens)
+        goes through each weighted source's train tokens; a warning past ``max_epochs``."""
+        tokens = {s: _train_tokens(v) for s, v in by_source.items()}
+        weights = {s: (self.weights or {}).get(s, 0.0) if self.weights is not None else n
+                   for s, n in tokens.items()}
+        weighted = {s: w for s, w in weights.items() if w and tokens[s]}
+        total = sum(weighted.values())
+        budget = self.train_tokens or sum(tokens[s] for s in weighted)
+        epochs = {s: round(w / total * budget / tokens[s], 3) for s, w in weighted.items()}
+        for source, times in epochs.items():
+            if times > self.max_epochs:
+                warnings.append(f"source {source!r} is repeated {times:.1f} times in training "
+                                f"(its weight's share of {budget:,} tokens over its "
+                                f"{tokens[source]:,}), more than max_epochs={self.max_epochs:g}")
+        return epochs
+
     def finalize(self, run_dir: Path, stage_name: str,
                  shard_infos: list[dict[str, Any]]) -> dict[str, Any]:
         out = self.output_dir(run_dir, stage_name)
@@ -247,6 +272,7 @@ class Tokenize(TokenizingSink):
                 if entry["samples_per_epoch"] == 0:
                     warnings.append(f"split {split!r} has {entry['tokens']} tokens, fewer than "
                                     f"one sample of seq_length + 1 = {self.seq_length + 1}")
+        result["epochs"] = self._epochs(by_source, warnings)
         if blend.splits():
             doc = blend.write(str(out))
             result["blend"] = str((out / "blend.json").resolve())
@@ -259,6 +285,10 @@ class Tokenize(TokenizingSink):
         _remove_stale_temporaries(out, self.base_name(stage_name))
         result["warnings"] = warnings
         return result
+
+
+def _train_tokens(splits: dict[str, dict[str, int]]) -> int:
+    return splits.get("train", {}).get("tokens", 0)
 
 
 class _TokenWriter:

@@ -9,7 +9,7 @@ import json
 from curator import ExactDedup, HeuristicFilter, LengthFilter, Pipeline, ReadJsonl, WriteParquet
 from curator.counts import per_second
 from curator.report.html import render_html
-from tests.conftest import write_shards
+from tests.conftest import ROOT, write_shards
 
 
 def test_per_second_keeps_two_figures_below_ten():
@@ -71,3 +71,35 @@ def test_the_dedup_phases_are_on_the_run_timeline(tmp_path):
     assert [s[3] for s in spans] == sorted(s[3] for s in spans)  # in the order they ran
     page = (run_dir / "report.html").read_text(encoding="utf-8")
     assert "exact_dedup phases" in page and "exact_dedup: phase group" in page
+
+
+def test_a_blend_that_repeats_a_source_too_often_is_warned_of(tmp_path):
+    from curator import Tokenize
+
+    small, large = tmp_path / "small", tmp_path / "large"
+    for folder, n in ((small, 20), (large, 200)):
+        folder.mkdir()
+        (folder / "docs.jsonl").write_text("".join(json.dumps(
+            {"id": f"{folder.name}-{i}", "text": f"Document {i} of the {folder.name} source "
+             "says a few words about the weather and the harvest."}) + "\n"
+            for i in range(n)), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    stats = Pipeline([ReadJsonl(path=f"{small}/*.jsonl", name="read_small", source="small"),
+                      ReadJsonl(path=f"{large}/*.jsonl", name="read_large", source="large"),
+                      Tokenize(tokenizer=str(ROOT / "data" / "tokenizer" / "tokenizer.json"),
+                               weights={"small": 0.9, "large": 0.1}, max_epochs=2.0)]).run(
+        output=run_dir, executor="local", progress=False).stats
+    tokenize = stats["stages"][-1]
+    tokens = {s: v["train"]["tokens"] for s, v in tokenize["by_source"].items()}
+    total = sum(tokens.values())
+    assert tokenize["epochs"] == {"small": round(0.9 * total / tokens["small"], 3),
+                                  "large": round(0.1 * total / tokens["large"], 3)}
+    assert tokenize["epochs"]["small"] > 2.0 > tokenize["epochs"]["large"]
+    warned = [w for w in tokenize["warnings"] if "max_epochs" in w]
+    assert len(warned) == 1 and warned[0].startswith("source 'small' is repeated")
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Warnings</h2>" in page and "source &#x27;small&#x27; is repeated" in page
+    # the limit is not part of the stage's key: changing it re-tokenizes nothing
+    tokenizer = str(ROOT / "data" / "tokenizer" / "tokenizer.json")
+    assert Tokenize(tokenizer=tokenizer, max_epochs=2.0).fingerprint() == \
+        Tokenize(tokenizer=tokenizer, max_epochs=8.0, train_tokens=10**12).fingerprint()
