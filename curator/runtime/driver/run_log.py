@@ -18,8 +18,8 @@ log = logging.getLogger("curator")
 
 @contextmanager
 def run_log(run_dir: RunDir, pipeline_name: str) -> Iterator[None]:
-    """Copy the ``curator`` logger's records to ``run.log`` while the run lasts; say when it
-    started, and how it ended (finished, or stopped and why)."""
+    """Copy the ``curator`` logger's records to ``run.log`` while the run lasts; say there when
+    it started, and how it ended (finished, or stopped and why)."""
     handler = logging.FileHandler(run_dir.log_file, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
                                            datefmt="%Y-%m-%d %H:%M:%S"))
@@ -34,19 +34,24 @@ def run_log(run_dir: RunDir, pipeline_name: str) -> Iterator[None]:
     for h in (handler, *extra):
         log.addHandler(h)
     try:
-        log.info("run of %r started (curator %s): %s", pipeline_name, __version__,
-                 shlex.join(sys.argv))
+        _to_file(handler, logging.INFO, "run of %r started (curator %s): %s", pipeline_name,
+                 __version__, shlex.join(sys.argv))
         yield
-        log.info("run finished")
-    except BaseException as err:
-        log.error("run stopped: %s", str(err).splitlines()[0] if str(err) else
-                  type(err).__name__)
+        _to_file(handler, logging.INFO, "run finished")
+    except BaseException as err:  # the terminal gets its one-line error from the CLI
+        _to_file(handler, logging.ERROR, "run stopped: %s",
+                 str(err).splitlines()[0] if str(err) else type(err).__name__)
         raise
     finally:
         for h in (handler, *extra):
             log.removeHandler(h)
         handler.close()
         log.setLevel(level)
+
+
+def _to_file(handler: logging.Handler, level: int, message: str, *args: object) -> None:
+    """A line for ``run.log`` alone (the run's start and end: the terminal has them already)."""
+    handler.handle(log.makeRecord(log.name, level, __file__, 0, message, args, None))
 
 
 def append_to_log(run_dir: RunDir, text: str) -> None:

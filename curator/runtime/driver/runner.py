@@ -75,13 +75,15 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
     if not root:
         raise ValueError("no run directory: set 'output' in the pipeline or pass --output")
     with run_lock(Path(root), pipeline.lock_stale_s):
-        return _run_locked(pipeline, RunDir(root), executor, workers, scheduler, scheduler_file,
-                           force, progress)
+        run_dir = RunDir(root)
+        shards = _prepare(pipeline, run_dir, force)
+        with run_log(run_dir, pipeline.name):
+            return _run_locked(pipeline, run_dir, executor, workers, scheduler, scheduler_file,
+                               progress, shards)
 
 
-def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
-                workers: int | None, scheduler: str | None, scheduler_file: str | None,
-                force: bool, progress: bool) -> RunResult:
+def _prepare(pipeline: PipelineModel, run_dir: RunDir, force: bool) -> list[Shard]:
+    """List the input shards and prepare the run directory for them (``RunDir.prepare``)."""
     shards = list_input_shards(pipeline)
     inputs = [[s.path, s.size] for s in shards]
     fingerprint = _fingerprint(pipeline, inputs)
@@ -89,14 +91,12 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                      for path in stage.dataset_files(run_dir.root, name)]
     run_dir.prepare(fingerprint, {**pipeline.to_dict(), "inputs": inputs},
                     {**pipeline.decisive(), "inputs": inputs}, force, dataset_files)
-    with run_log(run_dir, pipeline.name):
-        return _run_prepared(pipeline, run_dir, executor, workers, scheduler, scheduler_file,
-                             progress, shards)
+    return shards
 
 
-def _run_prepared(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
-                  workers: int | None, scheduler: str | None, scheduler_file: str | None,
-                  progress: bool, shards: list[Shard]) -> RunResult:
+def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
+                workers: int | None, scheduler: str | None, scheduler_file: str | None,
+                progress: bool, shards: list[Shard]) -> RunResult:
     """The run once its directory is prepared (its log open): every segment, then stats."""
     plan = pipeline.plan()
     inputs = [[s.path, s.size] for s in shards]
