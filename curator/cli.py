@@ -159,7 +159,8 @@ def report(run_dir: Path) -> None:
         stats = load_stats(run_dir)
     except FileNotFoundError:
         try:
-            stats = partial_stats(RunDir(run_dir))
+            with one_line_errors():  # run.json damaged, or a plugin stage's file gone
+                stats = partial_stats(RunDir(run_dir))
         except FileNotFoundError as err:
             fail(str(err), FAILED)
     _stdout().print(funnel_table(stats))
@@ -185,7 +186,8 @@ def show(run_dir: Path,
     if not root.is_run():
         fail(f"{run_dir} is not a curator run (no run.json)", FAILED)
     if kept:
-        folders = parquet_outputs(root)
+        with one_line_errors():  # run.json damaged, or a plugin stage's file gone
+            folders = parquet_outputs(root)
         if not folders:
             fail(f"{run_dir}: the run writes no Parquet output to show kept documents from",
                  FAILED)
