@@ -9,7 +9,11 @@ Two classifiers, because the corpus offers two honest set-ups:
      wiki_paragraphs) against raw web text (half of the mC4-ja lines, labels ignored); then its
      scores are checked against the annotator's labels on the other half, which it never saw.
 
+A BERT-class regression classifier as FineWeb-Edu publishes it, on CPU against transformers'
+pipeline (``--part bert``, classifier_bert.py says how).
+
     PYTHONPATH=. python benchmarks/bench_classifier.py [--out benchmarks/results_classifier.md]
+        [--part all|fasttext|bert] [--docs 1000] [--blocks 2]
 """
 
 from __future__ import annotations
@@ -115,7 +119,26 @@ def datatrove_side(model: Path, texts: list[str]) -> tuple[float, np.ndarray]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results_classifier.md"))
+    parser.add_argument("--part", choices=("all", "fasttext", "bert"), default="all")
+    parser.add_argument("--docs", type=int, default=1000, help="bert: documents scored")
+    parser.add_argument("--blocks", type=int, default=2, help="bert: blocks, order alternating")
+    parser.add_argument("--seed", type=int, default=0, help="bert: the documents drawn")
+    parser.add_argument("--corpus", type=Path, default=Path("/work/shared/corpus"),
+                        help="bert: sentence source, a folder with pool.json.gz or the corpus")
     args = parser.parse_args()
+    if args.part in ("all", "fasttext"):
+        fasttext_part(args.out)
+    if args.part in ("all", "bert"):
+        from classifier_bert import section
+
+        lines, figures = section(args.docs, args.blocks, args.seed, args.corpus)
+        harness.record(args.out, "\n".join(lines), figures=figures)
+        print("\n".join(lines))
+
+
+def fasttext_part(out: str) -> None:
+    """fastText classifiers on real Japanese text: held-out figures, speed against datatrove's
+    filter, Pareto sampling."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-classifier-"))
     mc4 = mc4_distinct()
     wiki = wiki_paragraphs()
@@ -245,7 +268,7 @@ def main() -> None:
         "), with `u` hashed from (seed, document id) by xxh3: it depends on nothing else, so "
         "batching, workers and resume cannot change it.",
     ]
-    harness.record(args.out, "\n".join(lines))
+    harness.record(out, "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -1,7 +1,8 @@
 """classifier_filter on a local Hugging Face model directory: a tiny BERT built from a config
 (2 layers, hidden 32, seeded random weights) with a word-level tokenizer trained here, so nothing
 is downloaded. Labels by index or name, batching, workers and the GPU path (where CUDA is) give
-the same scores; a directory that is not a model is refused in one line."""
+the same scores; a text without words is removed unscored (no_text); a directory that is not a
+model is refused in one line."""
 
 from __future__ import annotations
 
@@ -64,22 +65,28 @@ def _texts() -> list[str | None]:
 
 
 def _scores(stage: ClassifierFilter, texts: list[str | None]) -> np.ndarray:
+    """Every text's score in order (NaN: not scored, removed as no_text)."""
     table = pa.table({"id": [f"d{i}" for i in range(len(texts))],
                       "text": pa.array(texts, pa.string())})
     result = stage.process(table)
-    assert result.kept.num_rows == len(texts)
-    return np.asarray(result.kept.column("quality_score").to_pylist())
+    assert result.kept.num_rows + result.n_removed == len(texts)
+    assert set(result.removed.column("reason").to_pylist()) <= {"no_text"}
+    rows = pa.concat_tables([result.kept, result.removed.drop_columns(["reason"])])
+    scores = dict(zip(rows.column("id").to_pylist(),
+                      rows.column("quality_score").to_pylist(), strict=True))
+    return np.array([np.nan if scores[f"d{i}"] is None else scores[f"d{i}"]
+                     for i in range(len(texts))])
 
 
 def test_labels_by_index_or_name(model_dir):
     texts = _texts()
     high = _scores(ClassifierFilter(model=model_dir, device="cpu"), texts)
-    assert (high == _scores(ClassifierFilter(model=model_dir, label="high", device="cpu"),
-                            texts)).all()
+    assert np.array_equal(high, _scores(ClassifierFilter(model=model_dir, label="high",
+                                                         device="cpu"), texts), equal_nan=True)
     low = _scores(ClassifierFilter(model=model_dir, label=0, device="cpu"), texts)
     filled = np.array([bool(t and t.strip()) for t in texts])
     np.testing.assert_allclose(low[filled] + high[filled], 1.0, atol=1e-6)
-    assert (high[~filled] == 0).all() and ((high[filled] > 0) & (high[filled] < 1)).all()
+    assert np.isnan(high[~filled]).all() and ((high[filled] > 0) & (high[filled] < 1)).all()
     assert len(set(np.round(high[filled], 6))) > 10  # the model does tell texts apart
     with pytest.raises(ValueError, match="label 'medium' is not one of"):
         ClassifierFilter(model=model_dir, label="medium").setup()
@@ -89,7 +96,7 @@ def test_batching_does_not_change_scores(model_dir):
     texts = _texts()[:12] + _texts()[-4:]
     one = _scores(ClassifierFilter(model=model_dir, device="cpu", batch_size=1), texts)
     many = _scores(ClassifierFilter(model=model_dir, device="cpu", batch_size=64), texts)
-    np.testing.assert_allclose(one, many, atol=1e-6)
+    np.testing.assert_allclose(one, many, atol=1e-6)  # NaN where both leave a text unscored
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -112,7 +119,7 @@ def test_one_or_two_workers_keep_the_same_documents(model_dir, tmp_path, dask_sc
             for i in range(part, len(texts), 3):
                 f.write(json.dumps({"id": f"doc-{i}", "text": texts[i]}) + "\n")
     all_scores = _scores(ClassifierFilter(model=model_dir, device="cpu"), texts)
-    threshold = float(np.median(all_scores[all_scores > 0]))
+    threshold = float(np.nanmedian(all_scores))
     kept = []
     # this process alone, then the two worker processes of a Dask LocalCluster; on the CPU in
     # both, as the GPU's float32 kernels differ from the CPU's in the sixth decimal
@@ -124,7 +131,7 @@ def test_one_or_two_workers_keep_the_same_documents(model_dir, tmp_path, dask_sc
                   WriteParquet()], output=str(run)).run(progress=False, **where)
         stats = assert_accounting(run)
         entry = next(s for s in stats["stages"] if s["type"] == "classifier_filter")
-        assert set(entry["removed_by_reason"]) == {"low_quality"}
+        assert set(entry["removed_by_reason"]) == {"low_quality", "no_text"}
         table = pq.read_table(run / "write_parquet")
         kept.append(dict(zip(table.column("id").to_pylist(),
                              table.column("quality_score").to_pylist(), strict=True)))

@@ -1,6 +1,10 @@
-"""Quality classifier filter: a fastText model (``curate classifier train``) or a local Hugging
-Face sequence-classification directory scores each document; a threshold or GPT-3-style Pareto
-sampling decides."""
+"""``classifier_filter``: model-based quality scoring as published, then decisions over the
+scores. Models: fastText (``curate classifier train``'s, or any supervised ``.bin`` such as
+DCLM's bigram model), Hugging Face sequence-classification directories (classifier or
+regression head: FineWeb-Edu), NeMo Curator's classifier checkpoints. Scores are columns;
+decisions (threshold, FineWeb-Edu's integer score, predicted labels, GPT-3-style Pareto
+sampling) are rules over them, kept apart so that a new threshold decides again from kept
+scores. A model may apply to some languages only."""
 
 from __future__ import annotations
 
@@ -11,15 +15,27 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from curator.batch import ID, TEXT, BatchResult, id_fractions, split_by_reason
 from curator.counts import ScoreBins
 from curator.stages.base import Filter
 from curator.stages.filtering import apply_rules
-from curator.stages.filters.classifier_fasttext import sidecar_path
-from curator.stages.filters.classifier_hf import check_hf_dir, is_hf_dir
-from curator.stages.langid import check_model_file
+from curator.stages.filters.classifier_fasttext import full_label, sidecar_path
+from curator.stages.filters.classifier_heads import int_scores
+from curator.stages.filters.classifier_models import (
+    ModelInfo,
+    check_dir,
+    inspect_dir,
+    is_dir,
+    label_index,
+)
+from curator.stages.langid import check_model_file, normalise_label, normalised_languages
+
+#: Histogram of the score in stats.json, whatever ``score_field`` is called: probabilities,
+#: and regression outputs over FineWeb-Edu's 0-5 scale (outside values in the end bins).
+PROBABILITY, REGRESSION = "quality_score", "regression_score"
 
 
 class Pareto(BaseModel):
@@ -60,45 +76,89 @@ def model_digest(model: str | Path, sample: int = 1 << 20) -> str:
     return digest.hexdigest()[:16]
 
 
-class ClassifierFilter(Filter):
-    """Score documents with a quality classifier and keep the good ones.
+def _column(values: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """NaN -> null."""
+    return pa.array(values, type_, mask=np.isnan(values))
 
-    ``model`` is a fastText ``.bin``/``.ftz`` (its text preprocessing read from the JSON sidecar
-    ``curate classifier train`` writes beside it) or a local Hugging Face sequence-classification
-    directory (batched torch inference, on a GPU worker where there is one). The score, the
-    probability of ``label``, is written to ``score_field``. With ``threshold``, documents below it
-    are removed (``low_quality``); with ``pareto``, a document is kept when a seeded per-document
-    Pareto draw exceeds ``1 - score`` (``pareto_sampled_out``); with neither, all are kept."""
+
+class ClassifierFilter(Filter):
+    """Score documents with a quality model as published, and decide by rules over the scores.
+
+    ``model``: a fastText ``.bin``/``.ftz`` of any labels (its text preparation read from the
+    sidecar ``curate classifier train`` writes; a model trained elsewhere gets newlines made
+    spaces), a local Hugging Face sequence-classification directory, or a NeMo Curator
+    classifier checkpoint (batched torch inference, on a GPU worker where there is one). A
+    classifier writes the probability of ``label`` to ``score_field`` and the label it predicts
+    to ``<score_field>_label``; a regression head (FineWeb-Edu) writes its raw output to
+    ``score_field`` and FineWeb-Edu's ``int(round(max(0, min(score, 5))))`` to
+    ``<score_field>_int``. Decide with one of ``threshold`` (``low_quality``),
+    ``min_int_score`` (``low_quality``), ``keep_labels`` (``label_not_kept``) or ``pareto``
+    (``pareto_sampled_out``); with none, every document is kept. With ``languages``, only
+    documents whose ``lang_field`` is one of them are scored and decided: the others pass
+    untouched, with no score. A scored document without text is removed (``no_text``)."""
 
     type = "classifier_filter"
-    version: ClassVar[int] = 1
-    placement: ClassVar[frozenset[str]] = frozenset({"device", "batch_size"})
-    #: the score's histogram in stats.json, whatever ``score_field`` is called
-    score_bins: ClassVar[dict[str, ScoreBins]] = {"quality_score": ScoreBins(0.0, 1.0, 20)}
+    version: ClassVar[int] = 2  # 2: no score for a document without text (no_text), not 0
+    placement: ClassVar[frozenset[str]] = frozenset({"device", "batch_size", "batch_tokens",
+                                                     "threads"})
+    score_bins: ClassVar[dict[str, ScoreBins]] = {PROBABILITY: ScoreBins(0.0, 1.0, 20),
+                                                  REGRESSION: ScoreBins(0.0, 5.0, 20)}
+    decision_params: ClassVar[frozenset[str]] = frozenset({
+        "keep_scores", "threshold", "min_int_score", "keep_labels", "pareto"})
 
-    model: str = Field(description="fastText model file (.bin/.ftz) or a local Hugging Face "
-                       "sequence-classification model directory.")
+    model: str = Field(description="fastText model file (.bin/.ftz), a local Hugging Face "
+                       "sequence-classification directory, or a NeMo Curator classifier "
+                       "checkpoint directory.")
     label: str | int | None = Field(
-        None, description="Positive label: fastText name (hq or __label__hq; default: the "
-        "sidecar's); HF index or id2label name (default: 1 of 2 labels).")
-    score_field: str = Field("quality_score", description="Column that receives the score.")
-    keep_scores: bool = Field(True, description="Keep the score column in the output.")
-    threshold: float | None = Field(None, ge=0, le=1, description="Remove documents scoring "
-                                    "below it (reason low_quality).")
+        None, description="Classifiers: the label whose probability is the score: fastText name "
+        "(hq or __label__hq; default: the sidecar's); HF/NeMo index or id2label name (default: "
+        "1 of 2 labels, else the predicted label's probability).")
+    score_field: str = Field("quality_score", description="Column that receives the score "
+                             "(also <score_field>_label or <score_field>_int).")
+    keep_scores: bool = Field(True, description="Keep the score columns in the output.")
+    threshold: float | None = Field(None, description="Remove documents scoring below it "
+                                    "(reason low_quality); a probability is in [0, 1].")
+    min_int_score: int | None = Field(
+        None, ge=0, le=5, description="Regression heads: remove documents whose integer score "
+        "is below it (reason low_quality); FineWeb-Edu keeps 3.")
+    keep_labels: list[str] | None = Field(
+        None, description="Classifiers: remove documents whose predicted label is not one of "
+        "these (reason label_not_kept), e.g. [High, Medium].")
     pareto: Pareto | None = Field(None, description="GPT-3 Pareto sampling {alpha, seed}: keep "
                                   "when a per-document draw exceeds 1 - score.")
+    languages: list[str] | None = Field(
+        None, description="Score and decide only documents in these languages (ISO 639-1, read "
+        "from lang_field); the others pass untouched with no score. Default: every document.")
+    lang_field: str = Field("lang", description="Column with the document language.")
+    backbone: str | None = Field(
+        None, description="NeMo checkpoints: a directory holding the encoder's config.json "
+        "(default: base_model, a local directory or in the Hugging Face cache).")
     device: Literal["auto", "cpu", "gpu"] = Field(
-        "auto", description="HF models: auto runs on GPU workers when the cluster has them.")
-    batch_size: int = Field(64, gt=0, description="HF models: documents per forward pass.")
-    max_length: int = Field(512, gt=0, description="HF models: tokens read per document.")
+        "auto", description="Torch models: auto runs on GPU workers when the cluster has them.")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="Torch models: auto is bf16 autocast on a GPU, fp32 on the CPU.")
+    batch_size: int = Field(256, gt=0, description="Torch models: most documents per forward "
+                            "pass.")
+    batch_tokens: int | None = Field(
+        None, gt=0, description="Torch models: most padded tokens per forward pass (documents "
+        "batched by length); default 16,384 on the CPU, 131,072 on a GPU.")
+    threads: int | None = Field(None, gt=0, description="Torch models on the CPU: torch threads "
+                                "(default: the worker's share of the cores).")
+    max_length: int = Field(512, gt=0, description="Torch models: tokens read per document "
+                            "(never beyond the model's positions).")
+    max_chars: int | None = Field(None, gt=0, description="Torch models: characters read per "
+                                  "document before tokenizing (NeMo's max_chars).")
 
     _scorer: Any = None
+    _info: ModelInfo | None = None
+
+    _check_languages = field_validator("languages")(normalised_languages)
 
     @field_validator("model")
     @classmethod
     def _check_model(cls, value: str) -> str:
-        if is_hf_dir(value):
-            check_hf_dir(value)
+        if is_dir(value):
+            check_dir(value)
         else:
             try:
                 check_model_file(value)
@@ -107,51 +167,90 @@ class ClassifierFilter(Filter):
         return value
 
     @model_validator(mode="after")
-    def _one_decision(self) -> ClassifierFilter:
-        if self.threshold is not None and self.pareto is not None:
-            raise ValueError("set threshold or pareto, not both")
-        if isinstance(self.label, int) and not self.is_hf:
+    def _consistent(self) -> ClassifierFilter:
+        decisions = [d for d in ("threshold", "min_int_score", "keep_labels", "pareto")
+                     if getattr(self, d) is not None]
+        if len(decisions) > 1:
+            raise ValueError(f"set one decision, not {' and '.join(decisions)}")
+        info = self.info
+        if isinstance(self.label, int) and info.format == "fasttext":
             raise ValueError("a fastText label is a name (hq or __label__hq), not an index")
+        if info.regression:
+            wrong = [p for p in ("label", "keep_labels", "pareto") if getattr(self, p) is not None]
+            if wrong:
+                raise ValueError(f"{', '.join(wrong)}: the model has a regression head (one "
+                                 "score, no labels); decide with threshold or min_int_score")
+        elif self.min_int_score is not None:
+            raise ValueError("min_int_score: the model is a classifier; it is for regression "
+                             "heads (FineWeb-Edu)")
+        elif self.threshold is not None and not 0 <= self.threshold <= 1:
+            raise ValueError(f"threshold: {self.threshold} is not a probability (0 to 1)")
+        if self.backbone is not None and info.format != "nemo":
+            raise ValueError("backbone: only for NeMo Curator checkpoints")
         return self
 
-    decision_params: ClassVar[frozenset[str]] = frozenset({"keep_scores", "threshold",
-                                                           "pareto"})
-
-    def side_inputs(self) -> list[str]:
-        return [self.model]
-
-    def decisive(self) -> dict[str, Any]:
-        return {**super().decisive(), "model_digest": model_digest(self.model)}
+    @property
+    def info(self) -> ModelInfo:
+        if self._info is None:
+            self._info = (inspect_dir(self.model) if is_dir(self.model)
+                          else ModelInfo("fasttext", False, None))
+        return self._info
 
     @property
-    def is_hf(self) -> bool:
-        return is_hf_dir(self.model)
+    def int_field(self) -> str:
+        return f"{self.score_field}_int"
+
+    @property
+    def label_field(self) -> str:
+        return f"{self.score_field}_label"
+
+    def side_inputs(self) -> list[str]:
+        return [self.model, *([self.backbone] if self.backbone else [])]
+
+    def decisive(self) -> dict[str, Any]:
+        digests = {"model_digest": model_digest(self.model)}
+        if self.backbone:
+            digests["backbone_digest"] = model_digest(self.backbone)
+        return {**super().decisive(), **digests}
 
     def check(self) -> None:
         super().check()
-        if self.is_hf:
-            from curator.stages.filters.classifier_hf import configured_labels, label_index
-
-            id2label = configured_labels(self.model)
-            if id2label is not None:
-                label_index(self.label, id2label, Path(self.model))
-        else:
+        if self.languages == []:
+            raise ValueError("languages: an empty list scores no document; leave it out to "
+                             "score every language")
+        info = self.info
+        if info.format == "fasttext":
             from curator.stages.filters.classifier_fasttext import positive_label, read_sidecar
             from curator.stages.langid import model_labels
 
-            default = read_sidecar(self.model)[1]
-            positive_label(self.model, self.label or default, model_labels(self.model))
+            labels = list(model_labels(self.model))
+            positive_label(self.model, self.label or read_sidecar(self.model)[1], labels)
+            wanted = [full_label(k) for k in self.keep_labels or []]
+        else:
+            labels = list((info.id2label or {}).values())
+            if info.id2label is not None and not info.regression:
+                label_index(self.label, info.id2label, Path(self.model))
+            wanted = list(self.keep_labels or [])
+        unknown = [k for k in wanted if labels and k not in labels]
+        if unknown:
+            raise ValueError(f"keep_labels: {unknown} not among the model's labels {labels}")
+        if info.format == "nemo":
+            from curator.stages.filters.classifier_models import read_config
+            from curator.stages.filters.classifier_nemo import backbone_config
+
+            backbone_config(Path(self.model), str(read_config(self.model)["base_model"]),
+                            self.backbone)
 
     def requirements(self) -> dict[str, str]:
-        if self.is_hf:
-            return {"torch": "hf", "transformers": "hf"}
-        return {"fasttext": "classifier"}
+        if self.info.format == "fasttext":
+            return {"fasttext": "classifier"}
+        return {"torch": "hf", "transformers": "hf"}
 
     def resources(self) -> dict[str, float]:
-        return {"GPU": 1} if self.is_hf and self.device == "gpu" else {}
+        return {"GPU": 1} if self.info.format != "fasttext" and self.device == "gpu" else {}
 
     def for_cluster(self, gpus: bool) -> ClassifierFilter:
-        if self.device != "auto" or not self.is_hf:
+        if self.device != "auto" or self.info.format == "fasttext":
             return self
         gpu = gpus and importlib.util.find_spec("torch") is not None
         if gpu:
@@ -161,43 +260,116 @@ class ClassifierFilter(Filter):
         return self.model_copy(update={"device": "gpu" if gpu else "cpu"})
 
     def setup(self) -> None:
-        if self.is_hf:
-            from curator.stages.filters.classifier_hf import HFScorer
-
-            self._scorer = HFScorer(self.model, self.label, self.device, self.batch_size,
-                                    self.max_length)
-        else:
+        info = self.info
+        if info.format == "fasttext":
             from curator.stages.filters.classifier_fasttext import FastTextScorer
 
             self._scorer = FastTextScorer(Path(self.model).expanduser(), self.label)
+            return
+        from curator.stages.filters.classifier_hf import load_hf, torch_device
+        from curator.stages.filters.classifier_torch import TorchScorer
+
+        device = torch_device(self.device)
+        if info.format == "nemo":
+            from curator.stages.filters.classifier_nemo import load_nemo
+
+            encoder = load_nemo(self.model, self.max_length, self.backbone)
+        else:
+            encoder = load_hf(self.model, self.max_length)
+        index = None if info.regression else label_index(self.label, encoder.id2label,
+                                                         Path(self.model))
+        precision = self.precision if self.precision != "auto" else (
+            "bf16" if device == "cuda" else "fp32")
+        self._scorer = TorchScorer(encoder, device, precision, self.batch_size,
+                                   self.batch_tokens, self.threads, self.max_chars,
+                                   info.regression, index)
+
+    def in_scope(self, batch: pa.Table) -> np.ndarray:
+        """Per row: whether this model applies (its language is one of ``languages``)."""
+        if self.languages is None:
+            return np.ones(batch.num_rows, dtype=bool)
+        if self.lang_field not in batch.column_names:
+            return np.zeros(batch.num_rows, dtype=bool)
+        langs = batch.column(self.lang_field)
+        codes = [c for c in pc.unique(langs).to_pylist()
+                 if c and normalise_label(str(c)) in self.languages]
+        wanted = pc.is_in(langs, pa.array(codes, langs.type))
+        return pc.fill_null(wanted, False).to_numpy(zero_copy_only=False)
 
     def scores(self, batch: pa.Table) -> dict[str, pa.Array]:
         if self._scorer is None:
             self.setup()
-        text = batch.column(TEXT)
-        values = self._scorer.score(text.to_pylist() if self.is_hf else text)
-        return {self.score_field: pa.array(values, pa.float64())}
+        texts = batch.column(TEXT).to_pylist()
+        scope = self.in_scope(batch)
+        rows = [i for i, t in enumerate(texts) if scope[i] and t and t.strip()]
+        score = np.full(len(texts), np.nan)
+        labels: list[str | None] = [None] * len(texts)
+        if rows:
+            out = self._scorer.score([texts[i] for i in rows])
+            score[rows] = out.score
+            for i, label in zip(rows, out.label or [None] * len(rows), strict=True):
+                labels[i] = label
+        columns = {self.score_field: _column(score, pa.float64())}
+        if self.info.regression:
+            columns[self.int_field] = _column(int_scores(score), pa.float64()).cast(pa.int64())
+        else:
+            columns[self.label_field] = pa.array(labels, pa.string())
+        return columns
 
-    def rules(self, scores: dict[str, pa.Array], ids: list[str] | None = None
-              ) -> dict[str, pa.Array]:
-        score = scores[self.score_field].to_numpy(zero_copy_only=False)
+    def rules(self, scores: dict[str, pa.Array], ids: list[str] | None = None,
+              scope: np.ndarray | None = None) -> dict[str, pa.Array]:
+        """Failing masks: ``no_text`` (in scope, not scored), then the decision's; a row out of
+        scope (null scores) fails none."""
+        score = scores[self.score_field]
+        unscored = pc.is_null(score)
+        rules = {"no_text": unscored if scope is None else pc.and_(unscored, pa.array(scope))}
         if self.threshold is not None:
-            return {"low_quality": pa.array(score < self.threshold)}
-        if self.pareto is not None:
+            rules["low_quality"] = pc.less(score, self.threshold)
+        elif self.min_int_score is not None:
+            rules["low_quality"] = pc.less(scores[self.int_field], self.min_int_score)
+        elif self.keep_labels is not None:
+            fasttext = self.info.format == "fasttext"
+            keep = [full_label(k) if fasttext else k for k in self.keep_labels]
+            label = scores[self.label_field]
+            rules["label_not_kept"] = pc.if_else(
+                pc.is_null(label), pa.scalar(None, pa.bool_()),
+                pc.invert(pc.is_in(label, pa.array(keep, pa.string()))))
+        elif self.pareto is not None:
             if ids is None:
                 raise ValueError("pareto sampling needs the document ids")
             draws = pareto_draws(ids, self.pareto.alpha, self.pareto.seed)
-            return {"pareto_sampled_out": pa.array(~(draws > 1.0 - score))}
-        return {}
+            values = score.to_numpy(zero_copy_only=False)
+            rules["pareto_sampled_out"] = pa.array(~(draws > 1.0 - values),
+                                                   mask=np.isnan(values))
+        return rules
 
     def decide(self, batch: pa.Table, scores: dict[str, pa.Array]) -> BatchResult:
-        rules = self.rules(scores, self._draw_keys(batch) if self.pareto else None)
-        verdict = apply_rules(batch, rules, scores, self.keep_scores)
-        result = split_by_reason(verdict.table, verdict.reasons)
+        scope = self.in_scope(batch)
+        rules = self.rules(scores, self._draw_keys(batch) if self.pareto else None, scope)
+        verdict = apply_rules(batch, rules, {}, False)
+        table = self._with_scores(batch, scores, scope) if self.keep_scores else batch
+        result = split_by_reason(table, verdict.reasons)
         result.rule_failures = verdict.failures
-        result.scores = {"quality_score": scores[self.score_field]}
+        histogram = REGRESSION if self.info.regression else PROBABILITY
+        result.scores = {histogram: scores[self.score_field]}
         result.signals = scores
+        out = int(len(scope) - scope.sum())
+        result.notes = {"other_language": out} if out else {}
         return result
+
+    @staticmethod
+    def _with_scores(batch: pa.Table, scores: dict[str, pa.Array], scope: np.ndarray
+                     ) -> pa.Table:
+        """The batch with the score columns; a row out of scope keeps the value the column
+        had (another language's model wrote it), or null."""
+        mask = pa.array(scope)
+        for name, values in scores.items():
+            if name in batch.column_names:
+                old = batch.column(name).combine_chunks().cast(values.type)
+                values = pc.if_else(mask, values, old)
+                batch = batch.drop_columns([name])
+            batch = batch.append_column(name, values)
+        return batch
 
     @staticmethod
     def _draw_keys(batch: pa.Table) -> list[str]:

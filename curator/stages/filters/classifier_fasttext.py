@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from curator.stages.filters.classifier_heads import ModelScores
+
 SIDECAR_FORMAT = "curator-fasttext-classifier"
 POSITIVE = "__label__hq"
 NEGATIVE = "__label__lq"
@@ -96,7 +98,9 @@ def positive_label(model: str | Path, chosen: str | None, labels: Sequence[str])
 
 
 class FastTextScorer:
-    """Probability of ``label`` per text, under the model's own preprocessing."""
+    """Per text, under the model's own preprocessing: fastText's probability of ``label`` (as
+    its ``predict`` gives it: fastText adds 1e-5 inside its log, so a certain label reads
+    1.00001) and the label it predicts. A text that prepares to an empty line is not scored."""
 
     def __init__(self, model: str | Path, label: str | None):
         import fasttext
@@ -105,16 +109,15 @@ class FastTextScorer:
         self.model = fasttext.load_model(str(model))
         self.label = positive_label(model, label or default, self.model.get_labels())
 
-    def score(self, texts: pa.Array | pa.ChunkedArray | list[str | None]) -> np.ndarray:
+    def score(self, texts: pa.Array | pa.ChunkedArray | list[str | None]) -> ModelScores:
         lines = self.prep.apply(texts).to_pylist()
-        scores = np.zeros(len(lines))
-        todo = [i for i, line in enumerate(lines) if line]  # empty text: score 0
+        scores = np.full(len(lines), np.nan)
+        predicted: list[str | None] = [None] * len(lines)
+        todo = [i for i, line in enumerate(lines) if line]
         if not todo:
-            return scores
+            return ModelScores(scores, predicted)
         labels, probs = self.model.predict([lines[i] for i in todo], k=-1)
         for i, names, values in zip(todo, labels, probs, strict=True):
-            for name, value in zip(names, values, strict=True):
-                if name == self.label:
-                    scores[i] = min(1.0, float(value))
-                    break
-        return scores
+            predicted[i] = names[0]
+            scores[i] = dict(zip(names, values, strict=True)).get(self.label, 0.0)
+        return ModelScores(scores, predicted)

@@ -150,7 +150,8 @@ def train(positive: list[str], negative: list[str], output: Path, options: Train
     auc = precision = recall = None
     write_sidecar(output, prep, {"options": asdict(options), "source": source or {}})
     if pos_valid or neg_valid:
-        scores = FastTextScorer(output, None).score([*pos_valid, *neg_valid])
+        # a held-out text that prepares to an empty line scores 0 here
+        scores = np.nan_to_num(FastTextScorer(output, None).score([*pos_valid, *neg_valid]).score)
         labels = np.array([1] * len(pos_valid) + [0] * len(neg_valid))
         auc = roc_auc(labels, scores)
         precision, recall = precision_recall(labels, scores)

@@ -1,0 +1,196 @@
+"""Batched torch inference for encoder classifiers (Hugging Face and NeMo Curator checkpoints).
+
+Texts are tokenized once, truncated at the model's limit, in chunks of :data:`CHUNK`: the next
+chunk on a CPU thread while the model runs this one's batches. A chunk's texts are sorted by
+token count and cut into batches by a token budget, so that a batch is padded only to the
+longest of texts of about its length (a batch with no padding goes without an attention mask,
+which lets attention take its fastest kernel); the outputs go back to the texts' order. All of
+it under ``torch.inference_mode``. On the CPU: fp32 on the worker's cores (torch threads). On a
+GPU: bf16 autocast where asked (``precision``) and several batches in flight: the next batch is
+padded and copied while the GPU runs the last, whose outputs come back asynchronously."""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from curator.stages.filters.classifier_heads import (
+    ModelScores,
+    classifier_scores,
+    regression_scores,
+)
+
+#: Batches a GPU runs ahead of the host reading their outputs.
+IN_FLIGHT = 3
+#: Texts tokenized at a time (the next chunk while the model runs this one).
+CHUNK = 4096
+#: Padded tokens per forward pass when ``batch_tokens`` is unset: on the CPU, and on a GPU.
+BATCH_TOKENS = {"cpu": 16_384, "cuda": 131_072}
+#: A text is tokenized from its first ``max_length * CHARS_PER_TOKEN`` characters (cut at a
+#: space) when those give the model its full window; else whole. A 10 MB text is then not
+#: tokenized whole for the 512 tokens a model reads.
+CHARS_PER_TOKEN = 16
+
+
+@dataclass
+class Encoder:
+    """A loaded model: its tokenizer, its module (moved to the device), ``forward(input_ids,
+    attention_mask) -> logits [n, outputs]``, the most tokens it reads of a text, and its
+    labels."""
+
+    tokenizer: Any
+    module: Any
+    forward: Callable[[Any, Any], Any]
+    max_length: int
+    id2label: dict[int, str]
+
+
+def cpu_threads() -> int:
+    """The worker's share of the cores: ``OMP_NUM_THREADS`` where set (curator's workers get
+    their share there), else every core this process may run on."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
+def head(text: str, limit: int) -> str:
+    """``text`` cut before the last whitespace within its first ``limit`` characters (whole
+    when shorter, or without whitespace there). Tokenizers split words at whitespace, so the
+    head's tokens are the text's first tokens, but for the head's end."""
+    if len(text) <= limit:
+        return text
+    window = text[:limit]
+    cut = max(window.rfind(c) for c in " \n\t\r")
+    return window[:cut].rstrip() if cut > 0 else text
+
+
+def token_ids(tokenizer: Any, texts: list[str], max_length: int) -> list[list[int]]:
+    """Each text's token ids (special tokens included), truncated at ``max_length``: from its
+    head where the head fills the window (the same tokens then), else from the whole text."""
+    def encode(batch: list[str]) -> list[list[int]]:
+        return tokenizer(batch, truncation=True, max_length=max_length, padding=False,
+                         return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+
+    if getattr(tokenizer, "truncation_side", "right") != "right":
+        return encode(texts)
+    heads = [head(t, max_length * CHARS_PER_TOKEN) for t in texts]
+    ids = encode(heads)
+    short = [i for i, (h, t, x) in enumerate(zip(heads, texts, ids, strict=True))
+             if len(h) < len(t) and len(x) < max_length]
+    for i, x in zip(short, encode([texts[i] for i in short]) if short else [], strict=True):
+        ids[i] = x
+    return ids
+
+
+def length_batches(lengths: np.ndarray, batch_size: int, batch_tokens: int) -> list[np.ndarray]:
+    """Row indices sorted by length, cut into batches of at most ``batch_size`` rows whose
+    padded size (rows x longest) stays within ``batch_tokens`` (one row at least)."""
+    batches: list[np.ndarray] = []
+    current: list[int] = []
+    for i in np.argsort(lengths, kind="stable"):  # ascending: row i is the batch's longest
+        if current and ((len(current) + 1) * lengths[i] > batch_tokens
+                        or len(current) == batch_size):
+            batches.append(np.array(current))
+            current = []
+        current.append(int(i))
+    if current:
+        batches.append(np.array(current))
+    return batches
+
+
+class TorchScorer:
+    """Scores per text of an ``Encoder`` on ``device`` (``cpu`` or ``cuda``), in ``precision``
+    (fp32, or bf16 autocast): its regression output, or its probability of label ``index``
+    (None: of the predicted label) and the predicted label."""
+
+    def __init__(self, encoder: Encoder, device: str, precision: str, batch_size: int,
+                 batch_tokens: int | None, threads: int | None, max_chars: int | None,
+                 regression: bool, index: int | None):
+        import torch
+
+        if device == "cpu":
+            torch.set_num_threads(threads or cpu_threads())
+        self.encoder = encoder
+        self.device = device
+        self.bf16 = precision == "bf16"
+        self.batch_size = batch_size
+        self.batch_tokens = batch_tokens or BATCH_TOKENS["cpu" if device == "cpu" else "cuda"]
+        self.max_chars = max_chars
+        self.regression, self.index = regression, index
+        encoder.module.to(device).eval()
+        tokenizer = encoder.tokenizer
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.pad_left = getattr(tokenizer, "padding_side", "right") == "left"
+
+    def score(self, texts: list[str]) -> ModelScores:
+        logits = self.logits(texts)
+        if self.regression:
+            return regression_scores(logits)
+        return classifier_scores(logits, self.encoder.id2label, self.index)
+
+    def _padded(self, rows: list[list[int]]) -> tuple[Any, Any]:
+        """Token ids ``[n, longest]`` and the attention mask, None where no row is padded."""
+        import torch
+
+        width = max(len(r) for r in rows)
+        ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for i, r in enumerate(rows):
+            span = slice(width - len(r), width) if self.pad_left else slice(0, len(r))
+            ids[i, span] = r
+            mask[i, span] = 1
+        padded = any(len(r) < width for r in rows)
+        tensors = [torch.from_numpy(ids), *([torch.from_numpy(mask)] if padded else [])]
+        if self.device != "cpu":
+            tensors = [t.pin_memory().to(self.device, non_blocking=True) for t in tensors]
+        return tensors[0], tensors[1] if padded else None
+
+    def logits(self, texts: list[str]) -> np.ndarray:
+        """float32 ``[len(texts), outputs]``, in the texts' order."""
+        import torch
+
+        if self.max_chars:
+            texts = [t[:self.max_chars] for t in texts]
+        tokenizer, limit = self.encoder.tokenizer, self.encoder.max_length
+        starts = range(0, len(texts), CHUNK)
+        parts: list[tuple[np.ndarray, Any, Any]] = []  # rows, outputs, their copy's event
+        pending: deque[int] = deque()
+        on_gpu = self.device != "cpu"
+        with ThreadPoolExecutor(1) as tokenizing, torch.inference_mode(), torch.autocast(
+                "cuda" if on_gpu else "cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            ahead = tokenizing.submit(token_ids, tokenizer, texts[:CHUNK], limit)
+            for start in starts:
+                ids = ahead.result()
+                if start + CHUNK < len(texts):
+                    ahead = tokenizing.submit(token_ids, tokenizer,
+                                              texts[start + CHUNK:start + 2 * CHUNK], limit)
+                for rows in length_batches(np.array([len(x) for x in ids]), self.batch_size,
+                                           self.batch_tokens):
+                    out = self.encoder.forward(*self._padded([ids[i] for i in rows])).float()
+                    rows = rows + start
+                    if not on_gpu:
+                        parts.append((rows, out, None))
+                        continue
+                    # copied back asynchronously; read once IN_FLIGHT later batches run
+                    host = torch.empty(out.shape, dtype=torch.float32, pin_memory=True)
+                    host.copy_(out, non_blocking=True)
+                    event = torch.cuda.Event()
+                    event.record()
+                    parts.append((rows, host, event))
+                    pending.append(len(parts) - 1)
+                    while len(pending) > IN_FLIGHT:
+                        parts[pending.popleft()][2].synchronize()
+        if on_gpu:
+            torch.cuda.synchronize()
+        result = np.empty((len(texts), parts[0][1].shape[1] if parts else 0), np.float32)
+        for rows, out, _ in parts:
+            result[rows] = out.numpy()
+        return result
