@@ -5,9 +5,10 @@ chunk on a CPU thread while the model runs this one's batches. A chunk's texts a
 token count and cut into batches by a token budget, so that a batch is padded only to the
 longest of texts of about its length (a batch with no padding goes without an attention mask,
 which lets attention take its fastest kernel); the outputs go back to the texts' order. All of
-it under ``torch.inference_mode``. On the CPU: fp32 on the worker's cores (torch threads). On a
-GPU: bf16 autocast where asked (``precision``) and several batches in flight: the next batch is
-padded and copied while the GPU runs the last, whose outputs come back asynchronously."""
+it under ``torch.inference_mode``. On the CPU: fp32 on the worker's cores (torch threads), or
+bf16 autocast. On a GPU: bf16 weights where asked (``precision``; 1.5x autocast's throughput,
+docs/benchmarks.md) and several batches in flight: the next batch is padded and copied while
+the GPU runs the last, whose outputs come back asynchronously."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ IN_FLIGHT = 3
 #: Texts tokenized at a time (the next chunk while the model runs this one).
 CHUNK = 4096
 #: Padded tokens per forward pass when ``batch_tokens`` is unset: on the CPU, and on a GPU.
-BATCH_TOKENS = {"cpu": 16_384, "cuda": 131_072}
+BATCH_TOKENS = {"cpu": 4_096, "cuda": 131_072}
 #: A text is tokenized from its first ``max_length * CHARS_PER_TOKEN`` characters (cut at a
 #: space) when those give the model its full window; else whole. A 10 MB text is then not
 #: tokenized whole for the 512 tokens a model reads.
@@ -108,8 +109,8 @@ def length_batches(lengths: np.ndarray, batch_size: int, batch_tokens: int) -> l
 
 class TorchScorer:
     """Scores per text of an ``Encoder`` on ``device`` (``cpu`` or ``cuda``), in ``precision``
-    (fp32, or bf16 autocast): its regression output, or its probability of label ``index``
-    (None: of the predicted label) and the predicted label."""
+    (fp32; bf16: autocast on the CPU, bf16 weights on a GPU): its regression output, or its
+    probability of label ``index`` (None: of the predicted label) and the predicted label."""
 
     def __init__(self, encoder: Encoder, device: str, precision: str, batch_size: int,
                  batch_tokens: int | None, threads: int | None, max_chars: int | None,
@@ -120,12 +121,15 @@ class TorchScorer:
             torch.set_num_threads(threads or cpu_threads())
         self.encoder = encoder
         self.device = device
-        self.bf16 = precision == "bf16"
+        bf16 = precision == "bf16"
+        self.autocast = bf16 and device == "cpu"  # a GPU runs bf16 weights instead
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens or BATCH_TOKENS["cpu" if device == "cpu" else "cuda"]
         self.max_chars = max_chars
         self.regression, self.index = regression, index
         encoder.module.to(device).eval()
+        if bf16 and device != "cpu":
+            encoder.module.to(torch.bfloat16)
         tokenizer = encoder.tokenizer
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.pad_left = getattr(tokenizer, "padding_side", "right") == "left"
@@ -165,7 +169,7 @@ class TorchScorer:
         pending: deque[int] = deque()
         on_gpu = self.device != "cpu"
         with ThreadPoolExecutor(1) as tokenizing, torch.inference_mode(), torch.autocast(
-                "cuda" if on_gpu else "cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                "cuda" if on_gpu else "cpu", dtype=torch.bfloat16, enabled=self.autocast):
             ahead = tokenizing.submit(token_ids, tokenizer, texts[:CHUNK], limit)
             for start in starts:
                 ids = ahead.result()
