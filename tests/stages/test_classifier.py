@@ -253,3 +253,27 @@ def test_a_model_replaced_at_the_same_path_changes_the_fingerprint(trained, tmp_
     sidecar["preprocessing"]["lowercase"] = False
     Path(f"{model}.json").write_text(json.dumps(sidecar))
     assert ClassifierFilter(model=str(model), threshold=0.5).fingerprint() != before
+
+
+def test_trainings_in_one_process_give_the_same_model(tmp_path):
+    """Each training runs in a fresh interpreter: fastText's state from an earlier training in
+    the process changes the next one (different models, or NaN)."""
+    from curator.stages.filters.classifier_training import TrainOptions, train
+
+    positive = [d["text"] for d in _docs("positive")]
+    negative = [d["text"] for d in _docs("negative")]
+    options = TrainOptions(lr=0.1, dim=16, bucket=20000, epochs=5, valid_fraction=0)
+    models = [tmp_path / f"m{i}.bin" for i in range(5)]
+    for model in models:
+        train(positive, negative, model, options)
+    assert len({model.read_bytes() for model in models}) == 1
+
+
+def test_a_diverging_training_is_one_line_naming_the_learning_rate(tmp_path):
+    from curator.stages.filters.classifier_training import TrainOptions, train
+
+    positive = [d["text"] for d in _docs("positive")]
+    negative = [d["text"] for d in _docs("negative")]
+    with pytest.raises(ValueError, match=r"diverged .* learning rate 1000000\.0"):
+        train(positive, negative, tmp_path / "m.bin",
+              TrainOptions(lr=1e6, dim=16, bucket=20000, epochs=5, valid_fraction=0))

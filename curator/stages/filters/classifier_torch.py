@@ -32,7 +32,7 @@ IN_FLIGHT = 3
 #: Texts tokenized at a time (the next chunk while the model runs this one).
 CHUNK = 4096
 #: Padded tokens per forward pass when ``batch_tokens`` is unset: on the CPU, and on a GPU.
-BATCH_TOKENS = {"cpu": 4_096, "cuda": 131_072}
+BATCH_TOKENS = {"cpu": 16_384, "cuda": 131_072}
 #: A text is tokenized from its first ``max_length * CHARS_PER_TOKEN`` characters (cut at a
 #: space) when those give the model its full window; else whole. A 10 MB text is then not
 #: tokenized whole for the 512 tokens a model reads.

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -31,7 +33,7 @@ class TrainOptions:
     min_count: int = 1
     valid_fraction: float = 0.1
     seed: int = 0
-    threads: int = 1  # one thread: the same input and seed give the same model
+    threads: int = 1  # one thread, one fresh process: the same input and seed, the same model
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,34 @@ def precision_recall(labels: np.ndarray, scores: np.ndarray, at: float = 0.5
     return precision, recall
 
 
+#: fastText trained in a child interpreter: it keeps state from one training to the next in a
+#: process (the same input and seed gave 5 different models in 20 trainings in one process,
+#: half of them diverging to NaN), while a process's first training is the same every time.
+_TRAIN = """
+import json, sys
+import fasttext
+try:
+    model = fasttext.train_supervised(sys.argv[1], **json.loads(sys.argv[3]))
+except RuntimeError as err:  # fastText's 'Encountered NaN.'
+    sys.exit(f"diverged: {err}")
+model.save_model(sys.argv[2])
+"""
+
+
+def _train_in_fresh_process(train_file: Path, output: Path, params: dict) -> None:
+    """``fasttext.train_supervised`` in a fresh interpreter; a divergence is a one-line
+    ValueError that names the learning rate."""
+    done = subprocess.run([sys.executable, "-c", _TRAIN, str(train_file), str(output),
+                           json.dumps(params)], capture_output=True, text=True)
+    if done.returncode == 0:
+        return
+    last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+    if last.startswith("diverged"):
+        raise ValueError(f"fastText training diverged (NaN) at learning rate {params['lr']}: "
+                         "lower it (--lr)")
+    raise RuntimeError(f"fastText training failed: {last}")
+
+
 def train(positive: list[str], negative: list[str], output: Path, options: TrainOptions,
           prep: Preprocessing | None = None, source: dict | None = None) -> Metrics:
     """Train, save ``output`` and its sidecar, and measure the held-out part."""
@@ -140,13 +170,12 @@ def train(positive: list[str], negative: list[str], output: Path, options: Train
         f.write("\n".join(lines) + "\n")
         train_file = Path(f.name)
     try:
-        model = fasttext.train_supervised(
-            str(train_file), epoch=options.epochs, lr=options.lr, wordNgrams=options.word_ngrams,
-            dim=options.dim, bucket=options.bucket, minCount=options.min_count, seed=options.seed,
-            thread=options.threads, verbose=0)
+        _train_in_fresh_process(train_file, output, {
+            "epoch": options.epochs, "lr": options.lr, "wordNgrams": options.word_ngrams,
+            "dim": options.dim, "bucket": options.bucket, "minCount": options.min_count,
+            "seed": options.seed, "thread": options.threads, "verbose": 0})
     finally:
         train_file.unlink()
-    model.save_model(str(output))
     auc = precision = recall = None
     write_sidecar(output, prep, {"options": asdict(options), "source": source or {}})
     if pos_valid or neg_valid:
