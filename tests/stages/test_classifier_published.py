@@ -341,3 +341,20 @@ def test_a_new_threshold_is_a_decision_only(fineweb):
     assert c.score_params() != a.score_params()
     d = ClassifierFilter(model=str(fineweb), min_int_score=3, batch_tokens=64, threads=1)
     assert d.fingerprint() == a.fingerprint()  # placement
+
+
+def test_cpu_batches_hold_texts_of_about_one_length():
+    """On the CPU a batch's longest text is within 1.1x its shortest: padding stays under 10 %
+    of the tokens, and every row is in one batch."""
+    from curator.stages.filters.classifier_torch import CPU_SPREAD, length_batches
+
+    lengths = np.random.default_rng(0).integers(1, 513, 2000)
+    batches = length_batches(lengths, 256, 16384, CPU_SPREAD)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    for rows in batches:
+        assert lengths[rows].max() <= CPU_SPREAD * lengths[rows].min()
+        assert len(rows) == 1 or len(rows) * lengths[rows].max() <= 16384
+    padded = sum(len(rows) * lengths[rows].max() for rows in batches)
+    assert padded <= 1.1 * lengths.sum()
+    wide = length_batches(lengths, 256, 16384)  # a GPU's: full batches, more padding
+    assert len(wide) < len(batches)

@@ -33,6 +33,9 @@ IN_FLIGHT = 3
 CHUNK = 4096
 #: Padded tokens per forward pass when ``batch_tokens`` is unset: on the CPU, and on a GPU.
 BATCH_TOKENS = {"cpu": 16_384, "cuda": 131_072}
+#: On the CPU a batch's longest text is at most this times its shortest: padding costs a CPU in
+#: full and small batches cost it nothing (a GPU wants its batches full instead).
+CPU_SPREAD = 1.1
 #: A text is tokenized from its first ``max_length * CHARS_PER_TOKEN`` characters (cut at a
 #: space) when those give the model its full window; else whole. A 10 MB text is then not
 #: tokenized whole for the 512 tokens a model reads.
@@ -91,14 +94,17 @@ def token_ids(tokenizer: Any, texts: list[str], max_length: int) -> list[list[in
     return ids
 
 
-def length_batches(lengths: np.ndarray, batch_size: int, batch_tokens: int) -> list[np.ndarray]:
+def length_batches(lengths: np.ndarray, batch_size: int, batch_tokens: int,
+                   spread: float | None = None) -> list[np.ndarray]:
     """Row indices sorted by length, cut into batches of at most ``batch_size`` rows whose
-    padded size (rows x longest) stays within ``batch_tokens`` (one row at least)."""
+    padded size (rows x longest) stays within ``batch_tokens`` (one row at least); with
+    ``spread``, a batch also ends before a text longer than ``spread`` times its shortest."""
     batches: list[np.ndarray] = []
     current: list[int] = []
     for i in np.argsort(lengths, kind="stable"):  # ascending: row i is the batch's longest
         if current and ((len(current) + 1) * lengths[i] > batch_tokens
-                        or len(current) == batch_size):
+                        or len(current) == batch_size
+                        or (spread is not None and lengths[i] > spread * lengths[current[0]])):
             batches.append(np.array(current))
             current = []
         current.append(int(i))
@@ -125,6 +131,7 @@ class TorchScorer:
         self.autocast = bf16 and device == "cpu"  # a GPU runs bf16 weights instead
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens or BATCH_TOKENS["cpu" if device == "cpu" else "cuda"]
+        self.spread = CPU_SPREAD if device == "cpu" else None
         self.max_chars = max_chars
         self.regression, self.index = regression, index
         encoder.module.to(device).eval()
@@ -177,7 +184,7 @@ class TorchScorer:
                     ahead = tokenizing.submit(token_ids, tokenizer,
                                               texts[start + CHUNK:start + 2 * CHUNK], limit)
                 for rows in length_batches(np.array([len(x) for x in ids]), self.batch_size,
-                                           self.batch_tokens):
+                                           self.batch_tokens, self.spread):
                     out = self.encoder.forward(*self._padded([ids[i] for i in rows])).float()
                     rows = rows + start
                     if not on_gpu:
