@@ -157,6 +157,8 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
         from distributed import Nanny, Scheduler, SpecCluster
 
         share = str(max(1, (os.cpu_count() or 1) // n))
+        threads = {name: share for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                            "OPENBLAS_NUM_THREADS")}
 
         def worker(env: dict[str, str], gpu_tasks: int = 0) -> dict:
             return {"cls": Nanny, "options": {
@@ -165,13 +167,13 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
                 "silence_logs": logging.CRITICAL,
                 "preload": ["curator.runtime.cluster.worker_setup"]}}
 
-        specs = {f"cpu-{i}": worker({"OMP_NUM_THREADS": share, "CUDA_VISIBLE_DEVICES": ""})
-                 for i in range(n)}
-        specs.update({f"gpu-{i}": worker({"OMP_NUM_THREADS": share,
-                                          "CUDA_VISIBLE_DEVICES": device}, GPU_TASKS)
+        specs = {f"cpu-{i}": worker({**threads, "CUDA_VISIBLE_DEVICES": ""}) for i in range(n)}
+        specs.update({f"gpu-{i}": worker({**threads, "CUDA_VISIBLE_DEVICES": device}, GPU_TASKS)
                       for i, device in enumerate(visible_gpus()[:gpus])})
+        # A nanny's "pre-spawn" variables would be set in this process (and stay): the
+        # workers get theirs through ``env``, the driver keeps its own (torch threads).
         with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver",
-                              **QUIET}):
+                              "distributed.nanny.pre-spawn-environ": {}, **QUIET}):
             return SpecCluster(
                 scheduler={"cls": Scheduler, "options": {
                     "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0",
