@@ -21,15 +21,17 @@ Systems, on one GPU, in one process:
 - ``plain loop``: ``tokenizer(32 texts, padding=True, truncation=True, max_length=512)`` ->
   model in bf16 (``dtype=torch.bfloat16``) -> logits to the host, batch after batch.
 - ``classifier_filter``: the stage's ``process`` on one table of every document (the model
-  loaded before the clock), ``device: gpu``, ``precision: bf16`` (bf16 weights), and variants
-  (``--autocast``: fp32 weights under bf16 autocast; ``--compile``: ``torch.compile``).
+  loaded before the clock, compiled variants compiled on other documents first), ``device:
+  gpu``, ``--variants`` of ``precision: bf16`` (bf16 weights), ``fp8``, ``torch_compile``,
+  and ``autocast`` (fp32 weights under bf16 autocast).
 - ``product path``: ``read_parquet -> classifier_filter -> write_parquet`` through
   ``Pipeline.run`` (default executor: a Dask cluster with a GPU worker), model loading included.
-Agreement: the CPU path (fp32, every core) on ``--agree`` documents against the GPU's bf16 and
-fp32 scores: largest difference and the decisions that flip at the threshold.
+Agreement: the CPU path (fp32, every core) on ``--agree`` documents against each GPU run's
+scores and GPU fp32's: largest and median difference, the decisions that flip at the threshold.
 
     PYTHONPATH=. python benchmarks/bench_classifier_gpu.py --corpus .bench-corpus \\
-        [--arch bert,deberta] [--docs 100000] [--baseline-docs 20000] [--agree 1000]
+        [--arch bert,deberta] [--docs 100000] [--baseline-docs 20000] [--agree 1000] \\
+        [--variants bf16,compile,fp8,fp8-compile] [--product-variant bf16]
 """
 
 from __future__ import annotations
@@ -260,17 +262,31 @@ def timed_process(stage: ClassifierFilter, table: pa.Table,
     return load, seconds, score.to_numpy(zero_copy_only=False).astype(float)
 
 
+def _timed_again(stage: ClassifierFilter, table: pa.Table) -> tuple[float, float, np.ndarray]:
+    """(0, scoring seconds, scores) of an already set-up stage's ``process`` on ``table``."""
+    sync()
+    start = time.perf_counter()
+    out = stage.process(table)
+    seconds = time.perf_counter() - start
+    return 0.0, seconds, out.signals["quality_score"].to_numpy(zero_copy_only=False).astype(float)
+
+
 def autocast(stage: ClassifierFilter) -> None:
     """Variant: fp32 weights under bf16 autocast (the stage runs bf16 weights on a GPU)."""
     stage._scorer.encoder.module.float()
     stage._scorer.autocast = True
 
 
-def compiled(stage: ClassifierFilter) -> None:
-    """Variant: ``torch.compile`` of the forward pass (dynamic shapes)."""
-    import torch
-
-    stage._scorer.encoder.forward = torch.compile(stage._scorer.encoder.forward, dynamic=True)
+#: ``--variants``: name -> (row label, stage parameters, tweak after setup).
+VARIANTS: dict[str, tuple[str, dict, Callable[[ClassifierFilter], None] | None]] = {
+    "bf16": ("classifier_filter (bf16)", {"precision": "bf16"}, None),
+    "autocast": ("classifier_filter (bf16 autocast)", {"precision": "bf16"}, autocast),
+    "compile": ("classifier_filter (bf16, torch.compile)",
+                {"precision": "bf16", "torch_compile": True}, None),
+    "fp8": ("classifier_filter (fp8)", {"precision": "fp8"}, None),
+    "fp8-compile": ("classifier_filter (fp8, torch.compile)",
+                    {"precision": "fp8", "torch_compile": True}, None),
+}
 
 
 def product_path(stage: ClassifierFilter, docs: list[dict], work: Path) -> float:
@@ -330,17 +346,18 @@ def run_arch(arch: str, args, sentences: list[str], tmp: Path) -> tuple[list[str
     rows: dict[str, dict] = {"plain loop (batch 32, bf16)": {
         "docs": len(base_texts), "seconds": base_s, "tokens": base_tokens}}
     scores: dict[str, np.ndarray] = {}
+    warm_table = pa.Table.from_pylist(web_like_documents(sentences, 4000, args.seed + 2))
     timed_process(stage_for(arch, model, backbone, device=GPU, precision="bf16"),
-                  table.slice(0, 2000))  # untimed: the first run's CUDA and cuBLAS start-up
-    for name, tweak, precision in (("classifier_filter (bf16)", None, "bf16"),
-                                   ("classifier_filter (bf16 autocast)", autocast, "bf16"),
-                                   ("classifier_filter (bf16, torch.compile)", compiled,
-                                    "bf16")):
-        if ("compile" in name and not args.compile) or ("autocast" in name
-                                                          and not args.autocast):
-            continue
-        stage = stage_for(arch, model, backbone, device=GPU, precision=precision)
-        load, seconds, values = timed_process(stage, table, tweak)
+                  warm_table)  # untimed: the first run's CUDA and cuBLAS start-up
+    for variant in args.variants.split(","):
+        name, params, tweak = VARIANTS[variant]
+        stage = stage_for(arch, model, backbone, device=GPU, **params)
+        if "torch_compile" in params:  # compiled before the clock, on documents not timed
+            load, seconds, _ = timed_process(stage, warm_table, tweak)
+            log(f"{arch}: {name} compiled and warmed in {load + seconds:.1f} s")
+            load, seconds, values = _timed_again(stage, table)
+        else:
+            load, seconds, values = timed_process(stage, table, tweak)
         rows[name] = {"docs": len(texts), "seconds": seconds, "load_seconds": load}
         log(f"{arch}: {name} {len(texts) / seconds:,.0f} documents/s (load {load:.1f} s)")
         scores[name] = values
@@ -353,12 +370,12 @@ def run_arch(arch: str, args, sentences: list[str], tmp: Path) -> tuple[list[str
         f"{cpu_s:.1f} s")
     _, _, gpu32 = timed_process(stage_for(arch, model, backbone, device=GPU,
                                           precision="fp32"), table.slice(0, n_agree))
-    product = product_path(stage_for(arch, model, backbone, precision="bf16"), docs,
+    product_params = VARIANTS[args.product_variant][1]
+    product = product_path(stage_for(arch, model, backbone, **product_params), docs,
                            tmp / f"product-{arch}")
-    rows["product path (read, score, write; load included)"] = {
+    rows[f"product path ({args.product_variant}; read, score, write; load included)"] = {
         "docs": len(texts), "seconds": product}
     log(f"{arch}: product path {len(texts) / product:,.0f} documents/s")
-    bf16 = scores["classifier_filter (bf16)"][:n_agree]
     tokens_read = sum(min(n, MAX_LENGTH) for n in _token_counts(model, texts))
     base_rate = rows["plain loop (batch 32, bf16)"]["docs"] / base_s
     title = ("FineWeb-Edu BERT regression" if arch == "bert"
@@ -376,22 +393,24 @@ def run_arch(arch: str, args, sentences: list[str], tmp: Path) -> tuple[list[str
         tokens = row.get("tokens", tokens_read * row["docs"] / len(texts))
         lines.append(f"| {name} | {row['docs']:,} | {row['seconds']:.1f} | {rate:,.0f} | "
                      f"{tokens / row['seconds']:,.0f} | {rate / base_rate:.2f}x |")
+    compared = {"GPU fp32": gpu32, **{name.removeprefix("classifier_filter ").strip("()"):
+                                      values[:n_agree] for name, values in scores.items()}}
+    agree = {name: {"max": float(np.nanmax(np.abs(values - cpu))),
+                    "median": float(np.nanmedian(np.abs(values - cpu))),
+                    "flips": flips(arch, values, cpu)} for name, values in compared.items()}
     lines += ["",
               f"Agreement on {n_agree:,} documents, CPU fp32 ({os.cpu_count()} cores, "
-              f"{cpu_s:.1f} s) as reference: GPU fp32 max abs diff "
-              f"{np.nanmax(np.abs(gpu32 - cpu)):.1e} ({flips(arch, gpu32, cpu)} decisions "
-              f"flip); GPU bf16 {np.nanmax(np.abs(bf16 - cpu)):.1e} (median "
-              f"{np.nanmedian(np.abs(bf16 - cpu)):.1e}, score spread (deviation) "
-              f"{np.nanstd(cpu):.2f}; {flips(arch, bf16, cpu)} flip). Decision: "
-              + ("int_score >= 3" if arch == "bert" else "P(High) >= 0.5") + "; kept share "
-              f"{np.mean(_decide(arch, cpu)):.0%}.", ""]
+              f"{cpu_s:.1f} s) as reference (score spread: deviation {np.nanstd(cpu):.2f}; "
+              "decision " + ("int_score >= 3" if arch == "bert" else "P(High) >= 0.5")
+              + f", kept share {np.mean(_decide(arch, cpu)):.0%}):", "",
+              "| GPU run | max abs diff | median abs diff | decisions that flip |",
+              "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {a['max']:.1e} | {a['median']:.1e} | {a['flips']} |"
+              for name, a in agree.items()]
+    lines.append("")
     figures = {"rows": rows, "tokens_read": tokens_read,
                "agree": {"docs": n_agree, "cpu_seconds": cpu_s, "cpu_threads": cpu_threads,
-                         "gpu_fp32_max": float(np.nanmax(np.abs(gpu32 - cpu))),
-                         "gpu_fp32_flips": flips(arch, gpu32, cpu),
-                         "bf16_max": float(np.nanmax(np.abs(bf16 - cpu))),
-                         "bf16_median": float(np.nanmedian(np.abs(bf16 - cpu))),
-                         "flips_bf16": flips(arch, bf16, cpu)}}
+                         **agree}}
     return lines, figures
 
 
@@ -419,11 +438,15 @@ def main() -> None:
     parser.add_argument("--agree-seconds", type=float, default=150.0,
                         help="stop the CPU reference after the 100 documents that pass this")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--compile", action="store_true", help="also the torch.compile variant")
-    parser.add_argument("--autocast", action="store_true", help="also the autocast variant")
+    parser.add_argument("--variants", default="bf16,compile,fp8,fp8-compile",
+                        help=f"GPU runs of classifier_filter, of {', '.join(VARIANTS)}")
+    parser.add_argument("--product-variant", default="bf16", choices=list(VARIANTS),
+                        help="classifier_filter's parameters in the product path")
     parser.add_argument("--tiny", action="store_true", help="smoke test: tiny models")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results_classifier_gpu.md"))
     args = parser.parse_args()
+    if "compile" in args.variants:
+        torch._logging.set_logs(recompiles=True)  # each recompilation and its reason, on stderr
     global DEVICE, GPU
     if args.tiny:
         SIZE.update(TINY)

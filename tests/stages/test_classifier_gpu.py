@@ -60,3 +60,26 @@ def test_nemo_checkpoint_on_the_gpu(tmp_path, texts):
     np.testing.assert_allclose(gpu, cpu, rtol=0, atol=1e-5)
     probs = qm.nemo_reference(module, folder, texts, max_chars=10**9, max_length=64)
     np.testing.assert_allclose(cpu, probs[:, 0], rtol=0, atol=1e-5)
+
+
+def test_fp8_and_compiled_runs_on_the_gpu(tmp_path, texts):
+    from curator.stages.filters.classifier_fp8 import Fp8Linear, fp8_capable
+
+    model = qm.fineweb_edu_model(tmp_path / "fineweb", texts)
+    cpu = _scores(load_hf(model, 512), texts, "cpu", "fp32", True)
+
+    def scored(precision: str, compiled: bool) -> tuple[np.ndarray, TorchScorer]:
+        scorer = TorchScorer(load_hf(model, 512), "cuda", precision, batch_size=256,
+                             batch_tokens=1024, threads=None, max_chars=None, regression=True,
+                             index=None, compiled=compiled)
+        return scorer.score(texts).score, scorer
+
+    compiled, _ = scored("bf16", True)
+    assert np.abs(compiled - cpu).max() < BF16_TOLERANCE
+    if not fp8_capable("cuda"):
+        pytest.skip("this GPU has no FP8 matrix units")
+    for compile_it in (False, True):
+        fp8, scorer = scored("fp8", compile_it)
+        assert any(isinstance(m, Fp8Linear) for m in scorer.encoder.module.modules())
+        # the CPU's fp8 numerics (test_classifier_fp8.py) on the 32-wide random model
+        assert np.abs(fp8 - cpu).max() < 1.0

@@ -100,7 +100,7 @@ class ClassifierFilter(Filter):
     type = "classifier_filter"
     version: ClassVar[int] = 2  # 2: no score for a document without text (no_text), not 0
     placement: ClassVar[frozenset[str]] = frozenset({"device", "batch_size", "batch_tokens",
-                                                     "threads"})
+                                                     "threads", "torch_compile"})
     score_bins: ClassVar[dict[str, ScoreBins]] = {PROBABILITY: ScoreBins(0.0, 1.0, 20),
                                                   REGRESSION: ScoreBins(0.0, 5.0, 20)}
     decision_params: ClassVar[frozenset[str]] = frozenset({
@@ -135,8 +135,13 @@ class ClassifierFilter(Filter):
         "(default: base_model, a local directory or in the Hugging Face cache).")
     device: Literal["auto", "cpu", "gpu"] = Field(
         "auto", description="Torch models: auto runs on GPU workers when the cluster has them.")
-    precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="Torch models: auto is bf16 autocast on a GPU, fp32 on the CPU.")
+    precision: Literal["auto", "fp32", "bf16", "fp8"] = Field(
+        "auto", description="Torch models: auto is bf16 weights on a GPU, fp32 on the CPU; bf16 "
+        "on the CPU is autocast; fp8 runs the encoder layers' matrix products in FP8 (GPUs of "
+        "compute capability 8.9+, e.g. H100).")
+    torch_compile: bool = Field(
+        False, description="Torch models: run the forward pass through torch.compile (dynamic "
+        "shapes; compiled once per worker, which takes a minute or more).")
     batch_size: int = Field(256, gt=0, description="Torch models: most documents per forward "
                             "pass.")
     batch_tokens: int | None = Field(
@@ -187,6 +192,9 @@ class ClassifierFilter(Filter):
             raise ValueError(f"threshold: {self.threshold} is not a probability (0 to 1)")
         if self.backbone is not None and info.format != "nemo":
             raise ValueError("backbone: only for NeMo Curator checkpoints")
+        if self.precision == "fp8" and (self.device == "cpu" or info.format == "fasttext"):
+            raise ValueError("precision: fp8 runs on a GPU, for torch models (device gpu, or "
+                             "auto on a cluster with GPUs); the CPU takes fp32 or bf16")
         return self
 
     @property
@@ -282,7 +290,7 @@ class ClassifierFilter(Filter):
             "bf16" if device == "cuda" else "fp32")
         self._scorer = TorchScorer(encoder, device, precision, self.batch_size,
                                    self.batch_tokens, self.threads, self.max_chars,
-                                   info.regression, index)
+                                   info.regression, index, self.torch_compile)
 
     def in_scope(self, batch: pa.Table) -> np.ndarray:
         """Per row: whether this model applies (its language is one of ``languages``)."""

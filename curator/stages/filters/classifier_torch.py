@@ -6,9 +6,9 @@ token count and cut into batches by a token budget, so that a batch is padded on
 longest of texts of about its length (a batch with no padding goes without an attention mask,
 which lets attention take its fastest kernel); the outputs go back to the texts' order. All of
 it under ``torch.inference_mode``. On the CPU: fp32 on the worker's cores (torch threads), or
-bf16 autocast. On a GPU: bf16 weights where asked (``precision``; 1.5x autocast's throughput,
-docs/benchmarks.md) and several batches in flight: the next batch is padded and copied while
-the GPU runs the last, whose outputs come back asynchronously."""
+bf16 autocast. On a GPU: bf16 weights where asked (``precision``; faster than autocast,
+docs/classifier.md), or FP8 matrix products, and several batches in flight: the next batch is
+padded and copied while the GPU runs the last, whose outputs come back asynchronously."""
 
 from __future__ import annotations
 
@@ -113,21 +113,36 @@ def length_batches(lengths: np.ndarray, batch_size: int, batch_tokens: int,
     return batches
 
 
+def fp8_error(device: str) -> str | None:
+    """Why ``precision: fp8`` cannot run on ``device``; None when it can."""
+    from curator.stages.filters.classifier_fp8 import FP8_CAPABILITY, fp8_capable
+
+    if fp8_capable(device):
+        return None
+    return ("precision fp8 needs a GPU with FP8 matrix units (compute capability "
+            f"{'.'.join(map(str, FP8_CAPABILITY))} or later, e.g. an H100) and a torch with "
+            f"torch._scaled_mm; this worker has {device}: use bf16")
+
+
 class TorchScorer:
     """Scores per text of an ``Encoder`` on ``device`` (``cpu`` or ``cuda``), in ``precision``
-    (fp32; bf16: autocast on the CPU, bf16 weights on a GPU): its regression output, or its
-    probability of label ``index`` (None: of the predicted label) and the predicted label."""
+    (fp32; bf16: autocast on the CPU, bf16 weights on a GPU; fp8: the encoder layers' matrix
+    products in FP8 on a GPU that has them), the forward pass through ``torch.compile`` where
+    ``compiled``: its regression output, or its probability of label ``index`` (None: of the
+    predicted label) and the predicted label."""
 
     def __init__(self, encoder: Encoder, device: str, precision: str, batch_size: int,
                  batch_tokens: int | None, threads: int | None, max_chars: int | None,
-                 regression: bool, index: int | None):
+                 regression: bool, index: int | None, compiled: bool = False):
         import torch
 
+        if precision == "fp8" and (why := fp8_error(device)):
+            raise ValueError(why)
         if device == "cpu":
             torch.set_num_threads(threads or cpu_threads())
         self.encoder = encoder
         self.device = device
-        bf16 = precision == "bf16"
+        bf16 = precision in ("bf16", "fp8")
         self.autocast = bf16 and device == "cpu"  # a GPU runs bf16 weights instead
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens or BATCH_TOKENS["cpu" if device == "cpu" else "cuda"]
@@ -137,6 +152,15 @@ class TorchScorer:
         encoder.module.to(device).eval()
         if bf16 and device != "cpu":
             encoder.module.to(torch.bfloat16)
+        if precision == "fp8":
+            from curator.stages.filters.classifier_fp8 import fp8_layers, quantize_rows
+
+            # eager, a row's scaling is four passes over the activations; compiled, one (the
+            # whole forward pass compiled fuses it into the layer before)
+            fp8_layers(encoder.module, quantize_rows if compiled else torch.compile(
+                quantize_rows, dynamic=True))
+        self.forward = torch.compile(encoder.forward, dynamic=True) if compiled else (
+            encoder.forward)
         tokenizer = encoder.tokenizer
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.pad_left = getattr(tokenizer, "padding_side", "right") == "left"
@@ -185,7 +209,7 @@ class TorchScorer:
                                               texts[start + CHUNK:start + 2 * CHUNK], limit)
                 for rows in length_batches(np.array([len(x) for x in ids]), self.batch_size,
                                            self.batch_tokens, self.spread):
-                    out = self.encoder.forward(*self._padded([ids[i] for i in rows])).float()
+                    out = self.forward(*self._padded([ids[i] for i in rows])).float()
                     rows = rows + start
                     if not on_gpu:
                         parts.append((rows, out, None))
