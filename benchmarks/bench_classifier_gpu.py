@@ -271,6 +271,38 @@ def _timed_again(stage: ClassifierFilter, table: pa.Table) -> tuple[float, float
     return 0.0, seconds, out.signals["quality_score"].to_numpy(zero_copy_only=False).astype(float)
 
 
+def breakdown(stage: ClassifierFilter, texts: list[str]) -> dict[str, float]:
+    """Seconds of each part of the scorer's work on ``texts``, one after another (the scorer
+    overlaps them): tokenizing, cutting and padding batches on the host, the model alone over
+    batches already on the GPU."""
+    import torch
+
+    from curator.stages.filters.classifier_torch import CHUNK, length_batches, token_ids
+
+    scorer = stage._scorer
+    start = time.perf_counter()
+    ids = [x for i in range(0, len(texts), CHUNK)
+           for x in token_ids(scorer.encoder.tokenizer, texts[i:i + CHUNK],
+                              scorer.encoder.max_length)]
+    tokenize = time.perf_counter() - start
+    start = time.perf_counter()
+    batches = [scorer._padded([ids[k] for k in rows])
+               for i in range(0, len(ids), CHUNK)
+               for rows in length_batches(np.array([len(x) for x in ids[i:i + CHUNK]]),
+                                          scorer.batch_size, scorer.batch_tokens, scorer.spread)
+               for rows in [rows + i]]
+    sync()
+    pad = time.perf_counter() - start
+    start = time.perf_counter()
+    with torch.inference_mode(), torch.autocast(DEVICE, dtype=torch.bfloat16,
+                                                enabled=scorer.autocast):
+        for batch in batches:
+            scorer.forward(*batch)
+    sync()
+    return {"tokenize": tokenize, "pad_and_copy": pad, "model": time.perf_counter() - start,
+            "batches": len(batches)}
+
+
 def autocast(stage: ClassifierFilter) -> None:
     """Variant: fp32 weights under bf16 autocast (the stage runs bf16 weights on a GPU)."""
     stage._scorer.encoder.module.float()
@@ -360,6 +392,9 @@ def run_arch(arch: str, args, sentences: list[str], tmp: Path) -> tuple[list[str
             load, seconds, values = timed_process(stage, table, tweak)
         rows[name] = {"docs": len(texts), "seconds": seconds, "load_seconds": load}
         log(f"{arch}: {name} {len(texts) / seconds:,.0f} documents/s (load {load:.1f} s)")
+        if args.breakdown:
+            rows[name]["parts"] = parts = breakdown(stage, texts)
+            log(f"{arch}: {name} parts: " + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()))
         scores[name] = values
         del stage
         if DEVICE == "cuda":
@@ -393,6 +428,14 @@ def run_arch(arch: str, args, sentences: list[str], tmp: Path) -> tuple[list[str
         tokens = row.get("tokens", tokens_read * row["docs"] / len(texts))
         lines.append(f"| {name} | {row['docs']:,} | {row['seconds']:.1f} | {rate:,.0f} | "
                      f"{tokens / row['seconds']:,.0f} | {rate / base_rate:.2f}x |")
+    parted = {name: row["parts"] for name, row in rows.items() if "parts" in row}
+    if parted:
+        lines += ["", "Where a run's time goes (each part alone, one after another; the run "
+                  "overlaps them), seconds:", "",
+                  "| run | tokenize (host) | cut, pad, copy (host) | model alone (GPU) | "
+                  "batches |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {name} | {p['tokenize']:.1f} | {p['pad_and_copy']:.1f} | "
+                  f"{p['model']:.1f} | {p['batches']} |" for name, p in parted.items()]
     compared = {"GPU fp32": gpu32, **{name.removeprefix("classifier_filter ").strip("()"):
                                       values[:n_agree] for name, values in scores.items()}}
     agree = {name: {"max": float(np.nanmax(np.abs(values - cpu))),
@@ -440,6 +483,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--variants", default="bf16,compile,fp8,fp8-compile",
                         help=f"GPU runs of classifier_filter, of {', '.join(VARIANTS)}")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time each part of each run alone (tokenize, pad, model)")
     parser.add_argument("--product-variant", default="bf16", choices=list(VARIANTS),
                         help="classifier_filter's parameters in the product path")
     parser.add_argument("--tiny", action="store_true", help="smoke test: tiny models")
