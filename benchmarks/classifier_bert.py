@@ -25,7 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from classifier_docs import describe, english_sentences, web_like_documents
 
 from curator import ClassifierFilter, Pipeline, ReadJsonl, WriteParquet
-from curator.stages.filters.classifier_torch import CPU_SPREAD, length_batches, token_ids
+from curator.stages.filters.classifier_torch import (
+    CPU_SPREAD,
+    batch_encoder,
+    length_batches,
+    token_ids,
+)
 
 BASELINE_BATCH = 32
 MAX_LENGTH = 512
@@ -103,7 +108,8 @@ def section(n_docs: int, blocks: int, seed: int, corpus: Path) -> tuple[list[str
     docs = web_like_documents(sentences, n_docs, seed)
     model = build_model(tmp / "model", sentences)
     tokenizer = AutoTokenizer.from_pretrained(model)
-    lengths = [len(x) for x in token_ids(tokenizer, [d["text"] for d in docs], 10**6)]
+    lengths = [len(x) for x in token_ids(batch_encoder(tokenizer, 10**6),
+                                         [d["text"] for d in docs], 10**6)]
     read = np.minimum(lengths, MAX_LENGTH)
     per_block = -(-n_docs // blocks)
     block_reads = [read[k:k + per_block] for k in range(0, n_docs, per_block)]

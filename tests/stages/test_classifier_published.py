@@ -134,15 +134,29 @@ def test_a_long_text_is_read_from_its_head(fineweb):
     reads its first 128 tokens either way; a head that does not fill them is not used."""
     from transformers import AutoTokenizer
 
-    from curator.stages.filters.classifier_torch import head, token_ids
+    from curator.stages.filters.classifier_torch import batch_encoder, head, token_ids
 
     tokenizer = AutoTokenizer.from_pretrained(fineweb)
     long = " ".join(_paragraphs("en", 40))
     sparse = "a" * 3000 + " end"  # one long word: its head would be empty
-    texts = [long, long[:5000], sparse]
+    texts = [long, long[:5000], sparse, "short", ""]
     assert len(head(long, 128 * 16)) < 128 * 16 < len(long)
     whole = tokenizer(texts, truncation=True, max_length=128)["input_ids"]
-    assert token_ids(tokenizer, texts, 128) == whole
+    assert token_ids(batch_encoder(tokenizer, 128), texts, 128) == whole
+
+
+    class WithoutBackend:  # a tokenizer with no Rust backend (one in Python only)
+        def __call__(self, *args, **kwargs):
+            return tokenizer(*args, **kwargs)
+
+    assert token_ids(batch_encoder(WithoutBackend(), 128), texts, 128) == whole
+    # the backend cuts where the tokenizer says, and the tokenizer itself is left as it was
+    tokenizer.truncation_side = "left"
+    tail = tokenizer(texts, truncation=True, max_length=128)["input_ids"]
+    assert tail != whole
+    assert token_ids(batch_encoder(tokenizer, 128), texts, 128, "left") == tail
+    assert tokenizer(texts[:1])["input_ids"][0] == tokenizer(texts[:1], truncation=False
+                                                              )["input_ids"][0]
 
 
 def test_text_the_model_cannot_score_is_removed_and_counted(fineweb, tmp_path):

@@ -135,10 +135,9 @@ class ClassifierFilter(Filter):
         "(default: base_model, a local directory or in the Hugging Face cache).")
     device: Literal["auto", "cpu", "gpu"] = Field(
         "auto", description="Torch models: auto runs on GPU workers when the cluster has them.")
-    precision: Literal["auto", "fp32", "bf16", "fp8"] = Field(
+    precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="Torch models: auto is bf16 weights on a GPU, fp32 on the CPU; bf16 "
-        "on the CPU is autocast; fp8 runs the encoder layers' matrix products in FP8 (GPUs of "
-        "compute capability 8.9+, e.g. H100).")
+        "on the CPU is autocast.")
     torch_compile: bool = Field(
         False, description="Torch models: run the forward pass through torch.compile (dynamic "
         "shapes; compiled once per worker, which takes a minute or more).")
@@ -192,9 +191,6 @@ class ClassifierFilter(Filter):
             raise ValueError(f"threshold: {self.threshold} is not a probability (0 to 1)")
         if self.backbone is not None and info.format != "nemo":
             raise ValueError("backbone: only for NeMo Curator checkpoints")
-        if self.precision == "fp8" and (self.device == "cpu" or info.format == "fasttext"):
-            raise ValueError("precision: fp8 runs on a GPU, for torch models (device gpu, or "
-                             "auto on a cluster with GPUs); the CPU takes fp32 or bf16")
         return self
 
     @property

@@ -1,13 +1,14 @@
 """Batched torch inference for encoder classifiers (Hugging Face and NeMo Curator checkpoints).
 
-Texts are tokenized once, truncated at the model's limit, in chunks of :data:`CHUNK`: the next
-chunk on a CPU thread while the model runs this one's batches. A chunk's texts are sorted by
+Texts are tokenized once, truncated at the model's limit, in chunks of :data:`CHUNK` (by the
+tokenizer's Rust backend where it has one): the next chunk on a CPU thread while the model runs
+this one's batches. A chunk's texts are sorted by
 token count and cut into batches by a token budget, so that a batch is padded only to the
 longest of texts of about its length (a batch with no padding goes without an attention mask,
 which lets attention take its fastest kernel); the outputs go back to the texts' order. All of
 it under ``torch.inference_mode``. On the CPU: fp32 on the worker's cores (torch threads), or
 bf16 autocast. On a GPU: bf16 weights where asked (``precision``; faster than autocast,
-docs/classifier.md), or FP8 matrix products, and several batches in flight: the next batch is
+docs/classifier.md) and several batches in flight: the next batch is
 padded and copied while the GPU runs the last, whose outputs come back asynchronously."""
 
 from __future__ import annotations
@@ -76,14 +77,33 @@ def head(text: str, limit: int) -> str:
     return window[:cut].rstrip() if cut > 0 else text
 
 
-def token_ids(tokenizer: Any, texts: list[str], max_length: int) -> list[list[int]]:
-    """Each text's token ids (special tokens included), truncated at ``max_length``: from its
-    head where the head fills the window (the same tokens then), else from the whole text."""
-    def encode(batch: list[str]) -> list[list[int]]:
-        return tokenizer(batch, truncation=True, max_length=max_length, padding=False,
-                         return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+def batch_encoder(tokenizer: Any, max_length: int) -> Callable[[list[str]], list[list[int]]]:
+    """A function giving a batch's token ids as ``tokenizer(batch, truncation=True,
+    max_length=max_length)`` does (special tokens included): from a private copy of a fast
+    tokenizer's Rust backend where it has one (transformers' Python around each text was
+    nearly half a GPU run's time: docs/classifier.md), else from the tokenizer."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        def encode(batch: list[str]) -> list[list[int]]:
+            return tokenizer(batch, truncation=True, max_length=max_length, padding=False,
+                             return_attention_mask=False, return_token_type_ids=False
+                             )["input_ids"]
+        return encode
+    from tokenizers import Tokenizer
 
-    if getattr(tokenizer, "truncation_side", "right") != "right":
+    own = Tokenizer.from_str(backend.to_str())
+    own.enable_truncation(max_length, direction=getattr(tokenizer, "truncation_side", "right"))
+    own.no_padding()
+    batch_encode = getattr(own, "encode_batch_fast", own.encode_batch)  # no offsets: faster
+    return lambda batch: [e.ids for e in batch_encode(batch)]
+
+
+def token_ids(encode: Callable[[list[str]], list[list[int]]], texts: list[str],
+              max_length: int, truncation_side: str = "right") -> list[list[int]]:
+    """Each text's token ids by ``encode`` (a ``batch_encoder``), truncated at ``max_length``:
+    from its head where the head fills the window (the same tokens then), else from the
+    whole text."""
+    if truncation_side != "right":
         return encode(texts)
     heads = [head(t, max_length * CHARS_PER_TOKEN) for t in texts]
     ids = encode(heads)
@@ -113,36 +133,22 @@ def length_batches(lengths: np.ndarray, batch_size: int, batch_tokens: int,
     return batches
 
 
-def fp8_error(device: str) -> str | None:
-    """Why ``precision: fp8`` cannot run on ``device``; None when it can."""
-    from curator.stages.filters.classifier_fp8 import FP8_CAPABILITY, fp8_capable
-
-    if fp8_capable(device):
-        return None
-    return ("precision fp8 needs a GPU with FP8 matrix units (compute capability "
-            f"{'.'.join(map(str, FP8_CAPABILITY))} or later, e.g. an H100) and a torch with "
-            f"torch._scaled_mm; this worker has {device}: use bf16")
-
-
 class TorchScorer:
     """Scores per text of an ``Encoder`` on ``device`` (``cpu`` or ``cuda``), in ``precision``
-    (fp32; bf16: autocast on the CPU, bf16 weights on a GPU; fp8: the encoder layers' matrix
-    products in FP8 on a GPU that has them), the forward pass through ``torch.compile`` where
-    ``compiled``: its regression output, or its probability of label ``index`` (None: of the
-    predicted label) and the predicted label."""
+    (fp32; bf16: autocast on the CPU, bf16 weights on a GPU), the forward pass through
+    ``torch.compile`` where ``compiled``: its regression output, or its probability of label
+    ``index`` (None: of the predicted label) and the predicted label."""
 
     def __init__(self, encoder: Encoder, device: str, precision: str, batch_size: int,
                  batch_tokens: int | None, threads: int | None, max_chars: int | None,
                  regression: bool, index: int | None, compiled: bool = False):
         import torch
 
-        if precision == "fp8" and (why := fp8_error(device)):
-            raise ValueError(why)
         if device == "cpu":
             torch.set_num_threads(threads or cpu_threads())
         self.encoder = encoder
         self.device = device
-        bf16 = precision in ("bf16", "fp8")
+        bf16 = precision == "bf16"
         self.autocast = bf16 and device == "cpu"  # a GPU runs bf16 weights instead
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens or BATCH_TOKENS["cpu" if device == "cpu" else "cuda"]
@@ -152,18 +158,13 @@ class TorchScorer:
         encoder.module.to(device).eval()
         if bf16 and device != "cpu":
             encoder.module.to(torch.bfloat16)
-        if precision == "fp8":
-            from curator.stages.filters.classifier_fp8 import fp8_layers, quantize_rows
-
-            # eager, a row's scaling is four passes over the activations; compiled, one (the
-            # whole forward pass compiled fuses it into the layer before)
-            fp8_layers(encoder.module, quantize_rows if compiled else torch.compile(
-                quantize_rows, dynamic=True))
         self.forward = torch.compile(encoder.forward, dynamic=True) if compiled else (
             encoder.forward)
         tokenizer = encoder.tokenizer
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.pad_left = getattr(tokenizer, "padding_side", "right") == "left"
+        self.encode = batch_encoder(tokenizer, encoder.max_length)
+        self.truncation_side = getattr(tokenizer, "truncation_side", "right")
 
     def score(self, texts: list[str]) -> ModelScores:
         logits = self.logits(texts)
@@ -194,19 +195,21 @@ class TorchScorer:
 
         if self.max_chars:
             texts = [t[:self.max_chars] for t in texts]
-        tokenizer, limit = self.encoder.tokenizer, self.encoder.max_length
+        limit = self.encoder.max_length
         starts = range(0, len(texts), CHUNK)
         parts: list[tuple[np.ndarray, Any, Any]] = []  # rows, outputs, their copy's event
         pending: deque[int] = deque()
         on_gpu = self.device != "cpu"
         with ThreadPoolExecutor(1) as tokenizing, torch.inference_mode(), torch.autocast(
                 "cuda" if on_gpu else "cpu", dtype=torch.bfloat16, enabled=self.autocast):
-            ahead = tokenizing.submit(token_ids, tokenizer, texts[:CHUNK], limit)
+            ahead = tokenizing.submit(token_ids, self.encode, texts[:CHUNK], limit,
+                                      self.truncation_side)
             for start in starts:
                 ids = ahead.result()
                 if start + CHUNK < len(texts):
-                    ahead = tokenizing.submit(token_ids, tokenizer,
-                                              texts[start + CHUNK:start + 2 * CHUNK], limit)
+                    ahead = tokenizing.submit(token_ids, self.encode,
+                                              texts[start + CHUNK:start + 2 * CHUNK], limit,
+                                              self.truncation_side)
                 for rows in length_batches(np.array([len(x) for x in ids]), self.batch_size,
                                            self.batch_tokens, self.spread):
                     out = self.forward(*self._padded([ids[i] for i in rows])).float()
