@@ -72,7 +72,14 @@ def load_hf(path: str | Path, max_length: int) -> Encoder:
     except (OSError, ValueError, KeyError) as err:
         raise load_error(path, err) from None
 
+    sdpa = getattr(model.config, "_attn_implementation", None) == "sdpa"
+
     def forward(ids: Any, mask: Any) -> Any:
+        if sdpa and mask is not None:
+            # the mask as transformers builds it for SDPA (padding keys masked, for every
+            # query); from a 2D mask it first asks the GPU whether any token is padding, a
+            # wait per batch that keeps the host from running batches ahead
+            mask = mask.bool()[:, None, None, :]
         return model(input_ids=ids, attention_mask=mask).logits
 
     limit = window(max_length, position_limit(model.config), tokenizer.model_max_length)
