@@ -24,9 +24,10 @@ pytest.importorskip("transformers")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
-#: bf16 against fp32 on FineWeb-Edu's 0-5 scale: a bound, not a measurement (bf16 keeps 8 bits
-#: of mantissa; the benchmark's CPU bf16 run stays within 4.1e-3 of fp32 on its BERT-base)
-BF16_TOLERANCE = 0.05
+#: bf16 weights against fp32 on FineWeb-Edu's 0-5 scale, for the 32-wide test model (weights
+#: drawn wide, initializer range 0.3): scores are bf16, 1/32 apart near 4, and the encoder's
+#: rounding adds to that; measured 0.082 at most on an H100 (docs/classifier.md)
+BF16_TOLERANCE = 0.15
 
 
 @pytest.fixture(scope="module")
