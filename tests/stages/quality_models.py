@@ -14,8 +14,6 @@ code does it:
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -155,19 +153,17 @@ def nemo_reference(module, folder: Path, texts: list[str], max_chars: int, max_l
 
 
 def fasttext_model(path: Path, labelled: list[tuple[str, str]]) -> Path:
-    """A supervised fastText model with word bigrams over (label, text) pairs, trained in a
-    fresh interpreter: fastText keeps state from one training to the next in a process (a
-    second training of the same input and seed gave 5 different models in 20, and diverged to
-    NaN in half of them), while a process's first training is the same every time."""
+    """A supervised fastText model with word bigrams over (label, text) pairs, trained as
+    curator trains (``train_in_fresh_process``: fastText keeps state between trainings in one
+    process)."""
+    from curator.stages.filters.classifier_training import train_in_fresh_process
+
     train = path.with_suffix(".txt")
     train.write_text("".join(f"__label__{label} {' '.join(text.split())}\n"
                              for label, text in labelled), encoding="utf-8")
-    code = ("import fasttext, sys; fasttext.train_supervised(sys.argv[1], wordNgrams=2, dim=16, "
-            "epoch=5, bucket=20000, minCount=1, seed=0, thread=1, verbose=0"
-            ").save_model(sys.argv[2])")
-    done = subprocess.run([sys.executable, "-c", code, str(train), str(path)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    train_in_fresh_process(train, path, {"wordNgrams": 2, "dim": 16, "epoch": 5, "lr": 0.1,
+                                         "bucket": 20000, "minCount": 1, "seed": 0,
+                                         "thread": 1, "verbose": 0})
     return path
 
 

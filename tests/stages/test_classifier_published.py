@@ -7,8 +7,6 @@ model applies to its languages only."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -144,7 +142,6 @@ def test_a_long_text_is_read_from_its_head(fineweb):
     whole = tokenizer(texts, truncation=True, max_length=128)["input_ids"]
     assert token_ids(batch_encoder(tokenizer, 128), texts, 128) == whole
 
-
     class WithoutBackend:  # a tokenizer with no Rust backend (one in Python only)
         def __call__(self, *args, **kwargs):
             return tokenizer(*args, **kwargs)
@@ -261,19 +258,12 @@ def test_each_language_is_scored_by_its_own_model_only(fineweb, tmp_path):
     model on ja; each language's rows carry its model's score and null for the other's."""
     require_lid_model()
     from curator.stages.filters.classifier_fasttext import Preprocessing
+    from curator.stages.filters.classifier_training import TrainOptions, train
 
     english, japanese = _paragraphs("en", 20), _paragraphs("ja", 40, chars=400)
     ja_model = tmp_path / "ja.bin"
-    for name, texts in (("pos", japanese[:20]), ("neg", japanese[20:])):
-        (tmp_path / f"{name}.jsonl").write_text(
-            "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts),
-            encoding="utf-8")
-    done = subprocess.run(  # curate classifier train: a fresh process (quality_models says why)
-        [sys.executable, "-m", "curator.cli", "classifier", "train", "--positive",
-         str(tmp_path / "pos.jsonl"), "--negative", str(tmp_path / "neg.jsonl"), "--output",
-         str(ja_model), "--epochs", "5", "--valid-fraction", "0"],
-        capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    train(japanese[:20], japanese[20:], ja_model,  # in a fresh process, as curator trains
+          TrainOptions(epochs=5, valid_fraction=0), Preprocessing())
     records = [{"id": f"en{i}", "text": t} for i, t in enumerate(english)]
     records += [{"id": f"ja{i}", "text": t} for i, t in enumerate(japanese[::2])]
     edu = ClassifierFilter(name="edu", model=str(fineweb), score_field="edu", languages=["en"],

@@ -133,7 +133,7 @@ model.save_model(sys.argv[2])
 """
 
 
-def _train_in_fresh_process(train_file: Path, output: Path, params: dict) -> None:
+def train_in_fresh_process(train_file: Path, output: Path, params: dict) -> None:
     """``fasttext.train_supervised`` in a fresh interpreter; a divergence is a one-line
     ValueError that names the learning rate."""
     done = subprocess.run([sys.executable, "-c", _TRAIN, str(train_file), str(output),
@@ -170,7 +170,7 @@ def train(positive: list[str], negative: list[str], output: Path, options: Train
         f.write("\n".join(lines) + "\n")
         train_file = Path(f.name)
     try:
-        _train_in_fresh_process(train_file, output, {
+        train_in_fresh_process(train_file, output, {
             "epoch": options.epochs, "lr": options.lr, "wordNgrams": options.word_ngrams,
             "dim": options.dim, "bucket": options.bucket, "minCount": options.min_count,
             "seed": options.seed, "thread": options.threads, "verbose": 0})
