@@ -270,11 +270,11 @@ def _timed_again(stage: ClassifierFilter, table: pa.Table) -> tuple[float, float
 
 def breakdown(stage: ClassifierFilter, texts: list[str]) -> dict[str, float]:
     """Seconds of each part of the scorer's work on ``texts``, one after another (the scorer
-    overlaps them): tokenizing, cutting and padding batches on the host, the model alone over
-    batches already on the GPU."""
+    overlaps them): tokenizing, cutting and padding batches on the host and copying them to
+    the GPU, the model alone over batches already there."""
     import torch
 
-    from curator.stages.filters.classifier_torch import CHUNK, length_batches, token_ids
+    from curator.stages.filters.classifier_torch import CHUNK, length_batches, padded, token_ids
 
     scorer = stage._scorer
     start = time.perf_counter()
@@ -282,11 +282,18 @@ def breakdown(stage: ClassifierFilter, texts: list[str]) -> dict[str, float]:
            for x in token_ids(scorer.encode, texts[i:i + CHUNK], scorer.encoder.max_length)]
     tokenize = time.perf_counter() - start
     start = time.perf_counter()
-    batches = [scorer._padded([ids[k] for k in rows])
-               for i in range(0, len(ids), CHUNK)
-               for rows in length_batches(np.array([len(x) for x in ids[i:i + CHUNK]]),
-                                          scorer.batch_size, scorer.batch_tokens, scorer.spread)
-               for rows in [rows + i]]
+    batches = []
+    for i in range(0, len(ids), CHUNK):
+        lengths = np.array([len(x) for x in ids[i:i + CHUNK]])
+        for rows in length_batches(lengths, scorer.batch_size, scorer.batch_tokens,
+                                   scorer.spread):
+            tokens, mask = padded([ids[i + k] for k in rows], scorer.pad_id, scorer.pad_left,
+                                  scorer.width_multiple)
+            host = [None if a is None else torch.from_numpy(a) for a in (tokens, mask)]
+            if DEVICE == "cuda":
+                host = [None if t is None else t.pin_memory() for t in host]
+            batches.append([None if t is None else t.to(DEVICE, non_blocking=True)
+                            for t in host])
     sync()
     pad = time.perf_counter() - start
     start = time.perf_counter()

@@ -362,3 +362,18 @@ def test_cpu_batches_hold_texts_of_about_one_length():
     assert padded <= 1.1 * lengths.sum()
     wide = length_batches(lengths, 256, 16384)  # a GPU's: full batches, more padding
     assert len(wide) < len(batches)
+
+
+@pytest.mark.parametrize("pad_left", [False, True])
+def test_padded_batches_keep_each_rows_tokens_in_place(pad_left):
+    from curator.stages.filters.classifier_torch import padded
+
+    rows = [[5, 6, 7], [8], [9, 10, 11, 12, 13]]
+    ids, mask = padded(rows, 0, pad_left, multiple=4)
+    assert ids.shape == mask.shape == (3, 8)
+    for row, got, real in zip(rows, ids, mask, strict=True):
+        assert got[real == 1].tolist() == row and (got[real == 0] == 0).all()
+        assert real.tolist() == ([0] * (8 - len(row)) + [1] * len(row) if pad_left
+                                 else [1] * len(row) + [0] * (8 - len(row)))
+    same, none = padded([[1, 2], [3, 4]], 0, pad_left)
+    assert same.tolist() == [[1, 2], [3, 4]] and none is None  # no padding: no mask

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from curator.stages.filters.classifier_attention import fuse_disentangled_attention
 from curator.stages.filters.classifier_models import check_dir
 from curator.stages.filters.classifier_torch import Encoder
 
@@ -72,6 +73,7 @@ def load_hf(path: str | Path, max_length: int) -> Encoder:
     except (OSError, ValueError, KeyError) as err:
         raise load_error(path, err) from None
 
+    fuse_disentangled_attention(model)
     sdpa = getattr(model.config, "_attn_implementation", None) == "sdpa"
 
     def forward(ids: Any, mask: Any) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from curator.stages.filters.classifier_attention import fuse_disentangled_attention
 from curator.stages.filters.classifier_hf import (
     load_error,
     load_tokenizer,
@@ -67,6 +68,7 @@ def load_nemo(path: str | Path, max_length: int, backbone: str | None) -> Encode
     if missing:
         raise ValueError(f"{path}: {WEIGHTS} lacks {len(missing)} of the model's weights "
                          f"({', '.join(missing[:3])}, ...): not a checkpoint of this encoder")
+    fuse_disentangled_attention(encoder)
 
     def forward(ids: Any, mask: Any) -> Any:
         hidden = encoder(input_ids=ids, attention_mask=mask).last_hidden_state

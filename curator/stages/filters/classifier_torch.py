@@ -1,15 +1,15 @@
 """Batched torch inference for encoder classifiers (Hugging Face and NeMo Curator checkpoints).
 
 Texts are tokenized once, truncated at the model's limit, in chunks of :data:`CHUNK` (by the
-tokenizer's Rust backend where it has one): the next chunk on a CPU thread while the model runs
-this one's batches. A chunk's texts are sorted by
-token count and cut into batches by a token budget, so that a batch is padded only to the
-longest of texts of about its length (a batch with no padding goes without an attention mask,
-which lets attention take its fastest kernel); the outputs go back to the texts' order. All of
-it under ``torch.inference_mode``. On the CPU: fp32 on the worker's cores (torch threads), or
-bf16 autocast. On a GPU: bf16 weights where asked (``precision``; faster than autocast,
-docs/classifier.md) and several batches in flight: the next batch is
-padded and copied while the GPU runs the last, whose outputs come back asynchronously."""
+tokenizer's Rust backend where it has one). A chunk's texts are sorted by token count and cut
+into batches by a token budget, so that a batch is padded only to the longest of texts of
+about its length (a batch with no padding goes without an attention mask, which lets
+attention take its fastest kernel); the outputs go back to the texts' order. The next chunk is
+tokenized, batched and padded (into pinned memory for a GPU) on a CPU thread while the model
+runs this one's batches. All of it under ``torch.inference_mode``. On the CPU: fp32 on the
+worker's cores (torch threads), or bf16 autocast. On a GPU: bf16 weights where asked
+(``precision``; faster than autocast, docs/classifier.md) and several batches in flight, their
+outputs copied back asynchronously."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,9 @@ CPU_SPREAD = 1.1
 #: space) when those give the model its full window; else whole. A 10 MB text is then not
 #: tokenized whole for the 512 tokens a model reads.
 CHARS_PER_TOKEN = 16
+#: On a GPU a batch is padded to a multiple of this many tokens: fused attention kernels want
+#: their rows aligned (else they copy the mask to pad it), tensor cores their tiles.
+GPU_WIDTH_MULTIPLE = 8
 
 
 @dataclass
@@ -133,6 +137,19 @@ def length_batches(lengths: np.ndarray, batch_size: int, batch_tokens: int,
     return batches
 
 
+def padded(rows: list[list[int]], pad_id: int, pad_left: bool, multiple: int = 1
+           ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Token ids ``[n, width]`` (the longest row, rounded up to ``multiple``) and the
+    attention mask, None where no row is padded."""
+    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    width = -(-int(lengths.max()) // multiple) * multiple
+    real = np.arange(width) >= (width - lengths)[:, None] if pad_left else (
+        np.arange(width) < lengths[:, None])
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    ids[real] = np.fromiter(chain.from_iterable(rows), np.int64, int(lengths.sum()))
+    return ids, (real.astype(np.int64) if (lengths < width).any() else None)
+
+
 class TorchScorer:
     """Scores per text of an ``Encoder`` on ``device`` (``cpu`` or ``cuda``), in ``precision``
     (fp32; bf16: autocast on the CPU, bf16 weights on a GPU), the forward pass through
@@ -165,6 +182,7 @@ class TorchScorer:
         self.pad_left = getattr(tokenizer, "padding_side", "right") == "left"
         self.encode = batch_encoder(tokenizer, encoder.max_length)
         self.truncation_side = getattr(tokenizer, "truncation_side", "right")
+        self.width_multiple = 1 if device == "cpu" else GPU_WIDTH_MULTIPLE
 
     def score(self, texts: list[str]) -> ModelScores:
         logits = self.logits(texts)
@@ -172,22 +190,26 @@ class TorchScorer:
             return regression_scores(logits)
         return classifier_scores(logits, self.encoder.id2label, self.index)
 
-    def _padded(self, rows: list[list[int]]) -> tuple[Any, Any]:
-        """Token ids ``[n, longest]`` and the attention mask, None where no row is padded."""
+    def _host_batches(self, texts: list[str], start: int
+                      ) -> list[tuple[np.ndarray, Any, Any]]:
+        """``texts`` (from position ``start``) tokenized and cut into batches: per batch its
+        rows' positions, token ids ``[n, width]`` and attention mask (None where no row is
+        padded), pinned for a copy to a GPU. Run on the tokenizing thread, so that the thread
+        driving the GPU does nothing but launch its work."""
         import torch
 
-        width = max(len(r) for r in rows)
-        ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        for i, r in enumerate(rows):
-            span = slice(width - len(r), width) if self.pad_left else slice(0, len(r))
-            ids[i, span] = r
-            mask[i, span] = 1
-        padded = any(len(r) < width for r in rows)
-        tensors = [torch.from_numpy(ids), *([torch.from_numpy(mask)] if padded else [])]
-        if self.device != "cpu":
-            tensors = [t.pin_memory().to(self.device, non_blocking=True) for t in tensors]
-        return tensors[0], tensors[1] if padded else None
+        ids = token_ids(self.encode, texts, self.encoder.max_length, self.truncation_side)
+        lengths = np.fromiter(map(len, ids), np.int64, len(ids))
+        batches = []
+        for rows in length_batches(lengths, self.batch_size, self.batch_tokens, self.spread):
+            tokens, mask = padded([ids[i] for i in rows], self.pad_id, self.pad_left,
+                                  self.width_multiple)
+            tensors = [torch.from_numpy(tokens), *([] if mask is None else
+                                                  [torch.from_numpy(mask)])]
+            if self.device != "cpu":
+                tensors = [t.pin_memory() for t in tensors]
+            batches.append((rows + start, tensors[0], tensors[1] if mask is not None else None))
+        return batches
 
     def logits(self, texts: list[str]) -> np.ndarray:
         """float32 ``[len(texts), outputs]``, in the texts' order."""
@@ -195,25 +217,23 @@ class TorchScorer:
 
         if self.max_chars:
             texts = [t[:self.max_chars] for t in texts]
-        limit = self.encoder.max_length
-        starts = range(0, len(texts), CHUNK)
         parts: list[tuple[np.ndarray, Any, Any]] = []  # rows, outputs, their copy's event
         pending: deque[int] = deque()
         on_gpu = self.device != "cpu"
         with ThreadPoolExecutor(1) as tokenizing, torch.inference_mode(), torch.autocast(
                 "cuda" if on_gpu else "cpu", dtype=torch.bfloat16, enabled=self.autocast):
-            ahead = tokenizing.submit(token_ids, self.encode, texts[:CHUNK], limit,
-                                      self.truncation_side)
-            for start in starts:
-                ids = ahead.result()
+            ahead = tokenizing.submit(self._host_batches, texts[:CHUNK], 0)
+            for start in range(0, len(texts), CHUNK):
+                batches = ahead.result()
                 if start + CHUNK < len(texts):
-                    ahead = tokenizing.submit(token_ids, self.encode,
-                                              texts[start + CHUNK:start + 2 * CHUNK], limit,
-                                              self.truncation_side)
-                for rows in length_batches(np.array([len(x) for x in ids]), self.batch_size,
-                                           self.batch_tokens, self.spread):
-                    out = self.forward(*self._padded([ids[i] for i in rows])).float()
-                    rows = rows + start
+                    ahead = tokenizing.submit(self._host_batches,
+                                              texts[start + CHUNK:start + 2 * CHUNK],
+                                              start + CHUNK)
+                for rows, ids, mask in batches:
+                    if on_gpu:
+                        ids = ids.to(self.device, non_blocking=True)
+                        mask = None if mask is None else mask.to(self.device, non_blocking=True)
+                    out = self.forward(ids, mask).float()
                     if not on_gpu:
                         parts.append((rows, out, None))
                         continue
