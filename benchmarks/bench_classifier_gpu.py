@@ -31,7 +31,7 @@ scores and GPU fp32's: largest and median difference, the decisions that flip at
 
     PYTHONPATH=. python benchmarks/bench_classifier_gpu.py --corpus .bench-corpus \\
         [--arch bert,deberta] [--docs 100000] [--baseline-docs 20000] [--agree 1000] \\
-        [--variants bf16,compile] [--product-variant bf16] [--breakdown]
+        [--variants bf16,compile] [--product-variant bf16|none] [--breakdown]
 """
 
 from __future__ import annotations
@@ -405,12 +405,13 @@ def run_arch(arch: str, args, sentences: list[str], tmp: Path) -> tuple[list[str
         f"{cpu_s:.1f} s")
     _, _, gpu32 = timed_process(stage_for(arch, model, backbone, device=GPU,
                                           precision="fp32"), table.slice(0, n_agree))
-    product_params = VARIANTS[args.product_variant][1]
-    product = product_path(stage_for(arch, model, backbone, **product_params), docs,
-                           tmp / f"product-{arch}")
-    rows[f"product path ({args.product_variant}; read, score, write; load included)"] = {
-        "docs": len(texts), "seconds": product}
-    log(f"{arch}: product path {len(texts) / product:,.0f} documents/s")
+    if args.product_variant != "none":
+        product_params = VARIANTS[args.product_variant][1]
+        product = product_path(stage_for(arch, model, backbone, **product_params), docs,
+                               tmp / f"product-{arch}")
+        rows[f"product path ({args.product_variant}; read, score, write; load included)"] = {
+            "docs": len(texts), "seconds": product}
+        log(f"{arch}: product path {len(texts) / product:,.0f} documents/s")
     tokens_read = sum(min(n, MAX_LENGTH) for n in _token_counts(model, texts))
     base_rate = rows["plain loop (batch 32, bf16)"]["docs"] / base_s
     title = ("FineWeb-Edu BERT regression" if arch == "bert"
@@ -486,7 +487,7 @@ def main() -> None:
                         help=f"GPU runs of classifier_filter, of {', '.join(VARIANTS)}")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time each part of each run alone (tokenize, pad, model)")
-    parser.add_argument("--product-variant", default="bf16", choices=list(VARIANTS),
+    parser.add_argument("--product-variant", default="bf16", choices=[*VARIANTS, "none"],
                         help="classifier_filter's parameters in the product path")
     parser.add_argument("--tiny", action="store_true", help="smoke test: tiny models")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results_classifier_gpu.md"))

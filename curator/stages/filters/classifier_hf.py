@@ -73,7 +73,7 @@ def load_hf(path: str | Path, max_length: int) -> Encoder:
     except (OSError, ValueError, KeyError) as err:
         raise load_error(path, err) from None
 
-    fuse_disentangled_attention(model)
+    fuse_disentangled_attention(model, tokenizer.padding_side == "right")
     sdpa = getattr(model.config, "_attn_implementation", None) == "sdpa"
 
     def forward(ids: Any, mask: Any) -> Any:

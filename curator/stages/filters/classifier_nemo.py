@@ -68,7 +68,7 @@ def load_nemo(path: str | Path, max_length: int, backbone: str | None) -> Encode
     if missing:
         raise ValueError(f"{path}: {WEIGHTS} lacks {len(missing)} of the model's weights "
                          f"({', '.join(missing[:3])}, ...): not a checkpoint of this encoder")
-    fuse_disentangled_attention(encoder)
+    fuse_disentangled_attention(encoder, tokenizer.padding_side == "right")
 
     def forward(ids: Any, mask: Any) -> Any:
         hidden = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
