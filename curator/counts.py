@@ -59,6 +59,8 @@ class StageCount:
     bytes_kept: int = 0  # UTF-8 bytes of the kept documents' text
     languages: Counter = field(default_factory=Counter)  # kept documents per `lang`
     lengths: list[int] = field(default_factory=list)  # kept documents per LENGTH_BINS bin
+    cpu_seconds: float = 0.0  # CPU time its work took (runtime/worker/cpu_clock.py)
+    gpu_seconds: float = 0.0  # seconds it held a GPU
 
     def check(self) -> None:
         if self.n_in != self.kept + self.removed + self.failed:
@@ -98,7 +100,9 @@ class StageCount:
                                                       self.histograms.items()},
                            {**other.facts, **self.facts}, self.bytes_kept + other.bytes_kept,
                            self.languages + other.languages,
-                           _add(self.lengths, other.lengths))
+                           _add(self.lengths, other.lengths),
+                           cpu_seconds=self.cpu_seconds + other.cpu_seconds,
+                           gpu_seconds=self.gpu_seconds + other.gpu_seconds)
         for score, entry in other.histograms.items():
             mine = total.histograms.setdefault(score, {"edges": entry["edges"],
                                                        "counts": [0] * len(entry["counts"])})
@@ -112,7 +116,9 @@ class StageCount:
             "name": self.name, "type": self.type, "in": self.n_in, "kept": self.kept,
             "removed": self.removed, "failed": self.failed,
             "removed_by_reason": dict(sorted(self.removed_by_reason.items())),
-            "seconds": round(self.seconds, 4)}
+            "seconds": round(self.seconds, 4), "cpu_seconds": round(self.cpu_seconds, 4)}
+        if self.gpu_seconds:
+            out["gpu_seconds"] = round(self.gpu_seconds, 4)
         if self.rules:
             out["rules"] = dict(sorted(self.rules.items()))
         if self.notes:
@@ -130,14 +136,17 @@ class StageCount:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StageCount:
         known = {"name", "type", "in", "kept", "removed", "failed", "removed_by_reason",
-                 "seconds", "rules", "notes", "histograms", "bytes_kept", "lengths", "languages"}
+                 "seconds", "rules", "notes", "histograms", "bytes_kept", "lengths", "languages",
+                 "cpu_seconds", "gpu_seconds"}
         return cls(data["name"], data["type"], data["in"], data["kept"], data["removed"],
                    data["failed"], Counter(data.get("removed_by_reason", {})),
                    data.get("seconds", 0.0), Counter(data.get("rules", {})),
                    Counter(data.get("notes", {})), dict(data.get("histograms", {})),
                    {k: v for k, v in data.items() if k not in known},
                    data.get("bytes_kept", 0), Counter(data.get("languages", {})),
-                   list(data.get("lengths", {}).get("counts", [])))
+                   list(data.get("lengths", {}).get("counts", [])),
+                   cpu_seconds=data.get("cpu_seconds", 0.0),
+                   gpu_seconds=data.get("gpu_seconds", 0.0))
 
 
 def _add(a: list[int], b: list[int]) -> list[int]:

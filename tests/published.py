@@ -4,9 +4,9 @@ working folders, and ``stats.json`` without its volatile keys.
 Published: the writers' outputs (wherever they write), ``rejected/``, ``errors/``, the writers'
 dataset files (``blend.json``), ``stats.json``. Not published: ``run.json`` (the configuration),
 ``report.html`` (a view of stats.json), ``_manifests/``, ``_work/`` and ``_store/`` (what
-resume and reuse read), ``jobs/``, the lock. Volatile in stats.json: timings, the timeline,
-download notes, what a run reused (``reuse``, phases' ``reused``) and the store's size. The run
-directory's own path is read as ``<run>``."""
+resume and reuse read), ``jobs/``, the lock. Volatile in stats.json: timings (wall, CPU and GPU
+seconds), the timeline, download notes, what a run reused (``reuse``, phases' ``reused``) and
+the store's size. The run directory's own path is read as ``<run>``."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from typing import Any
 RUN = "<run>"
 NOT_PUBLISHED_FILES = {"run.json", "report.html", ".curator.lock", "stats.json", "run.log"}
 NOT_PUBLISHED_FOLDERS = {"_manifests", "_work", "_store", "jobs"}
-VOLATILE = {"seconds", "executor_start_seconds", "timeline", "phase_timeline", "seen", "reuse",
-            "reused", "store_bytes", "work_bytes", "downloads"}
+VOLATILE = {"seconds", "cpu_seconds", "gpu_seconds", "executor_start_seconds", "timeline",
+            "phase_timeline", "seen", "reuse", "reused", "store_bytes", "work_bytes", "downloads"}
 
 
 def without_volatile(value: Any) -> Any:

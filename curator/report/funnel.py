@@ -32,13 +32,19 @@ def partial_line(stats: dict[str, Any]) -> str | None:
 
 def funnel_table(stats: dict[str, Any]) -> Table:
     table = Table(title=f"curator run '{stats.get('name', '')}'")
-    for column in ("stage", "type", "in", "kept", "removed", "failed", "reasons", "seconds"):
+    gpu = any(s.get("gpu_seconds") for s in stats["stages"])
+    for column in ("stage", "type", "in", "kept", "removed", "failed", "reasons", "seconds",
+                   "CPU s", *(["GPU s"] if gpu else [])):
         table.add_column(column, justify="right" if column not in ("stage", "type") else "left")
     for s in stats["stages"]:
         reasons = ", ".join(f"{k}: {v}" for k, v in s["removed_by_reason"].items())
         table.add_row(s["name"], s["type"], f"{s['in']:,}", f"{s['kept']:,}", f"{s['removed']:,}",
-                      f"{s['failed']:,}", reasons, f"{s['seconds']:.2f}")
-    table.caption = partial_line(stats)
+                      f"{s['failed']:,}", reasons, f"{s['seconds']:.2f}",
+                      f"{s.get('cpu_seconds', 0.0):.2f}",
+                      *([f"{s.get('gpu_seconds', 0.0):.2f}"] if gpu else []))
+    table.caption = compute_line(stats)
+    if partial_line(stats):
+        table.caption = partial_line(stats)
     left = stats.get("left") or []
     if left:
         reasons = Counter(item["reason"] for item in left)
@@ -47,10 +53,33 @@ def funnel_table(stats: dict[str, Any]) -> Table:
     return table
 
 
+def compute_line(stats: dict[str, Any]) -> str | None:
+    """What the run cost in the units a cluster budgets: CPU- and GPU-hours its stages took
+    (summed over workers), and node-hours (wall clock times the nodes its workers ran on)."""
+    if "seconds" not in stats:
+        return None
+    cpu = sum(s.get("cpu_seconds", 0.0) for s in stats["stages"])
+    gpu = sum(s.get("gpu_seconds", 0.0) for s in stats["stages"])
+    nodes = int(stats.get("nodes", 1))
+    node_hours = stats["seconds"] * nodes / 3600
+    return (f"compute: {_hours(cpu)} CPU-hours ({cpu:,.1f} CPU-s)"
+            + (f", {_hours(gpu)} GPU-hours ({gpu:,.1f} GPU-s)" if gpu else "")
+            + f"; {_hours(node_hours * 3600)} node-hours ({stats['seconds']:,.1f} s wall x "
+            f"{nodes} node{'s' if nodes != 1 else ''})")
+
+
+def _hours(seconds: float) -> str:
+    """Hours with three significant digits (a small run's cost still reads as a number)."""
+    return f"{seconds / 3600:.3g}"
+
+
 def phase_lines(stats: dict[str, Any]) -> list[str]:
-    """One line per dataset stage: each phase's seconds and tasks, in the order they ran."""
+    """One line per dataset stage: each phase's seconds, CPU seconds and tasks, in the order
+    they ran."""
     return [f"{s['name']} phases: " + ", ".join(
-        f"{name} {p['seconds']:.2f} s ({p['tasks']} tasks)" for name, p in s["phases"].items())
+        f"{name} {p['seconds']:.2f} s"
+        + (f", {p['cpu_seconds']:.2f} CPU-s" if "cpu_seconds" in p else "")
+        + f" ({p['tasks']} tasks)" for name, p in s["phases"].items())
         for s in stats["stages"] if s.get("phases")]
 
 

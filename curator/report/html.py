@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from curator.counts import per_second
-from curator.report.funnel import load_stats, partial_line, phase_lines
+from curator.report.funnel import compute_line, load_stats, partial_line, phase_lines
 from curator.report.svg import (
     AFTER,
     BEFORE,
@@ -54,7 +54,7 @@ def render_html(stats: dict[str, Any]) -> str:
     sections = [_partial(stats), _summary(stats), _warnings(stages), _left(stats),
                 _funnel(stages), _reasons(stages), _token_counts(stages), _languages(stages),
                 _lengths(stages), _signals(stages), _dedup(stages), _contamination(stages),
-                _time(stages), _workers(stats), _phases(stats)]
+                _time(stages), _compute(stats), _workers(stats), _phases(stats)]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>curator: {name}</title><style>{STYLE}</style></head><body>"
             f"<h1>curator run: {name}</h1>{''.join(s for s in sections if s)}</body></html>")
@@ -283,6 +283,32 @@ def _time(stages: list[Stage]) -> str:
     return ("<h2>Time per stage</h2><p class='note'>seconds per stage, summed over shards "
             "(workers run in parallel); dataset stages split into their phases</p>"
             + bars(rows, "timeline"))
+
+
+def _compute(stats: dict[str, Any]) -> str:
+    """CPU- and GPU-seconds per stage (a dataset stage's phases each), and the run's totals
+    in CPU-, GPU- and node-hours."""
+    stages = stats["stages"]
+    gpu = any(s.get("gpu_seconds") for s in stages)
+    total = sum(s.get("cpu_seconds", 0.0) for s in stages) or 1.0
+    rows = []
+    for s in stages:
+        parts = [(s["name"], s)] + [(f"&nbsp;&nbsp;{escape(phase)}", p)
+                                    for phase, p in (s.get("phases") or {}).items()]
+        for i, (label, entry) in enumerate(parts):
+            cpu = entry.get("cpu_seconds", 0.0)
+            rows.append(f"<tr><td class='l'>{escape(label) if i == 0 else label}</td>"
+                        f"<td>{entry['seconds']:,.2f}</td><td>{cpu:,.2f}</td>"
+                        f"<td>{cpu / total:.1%}</td>"
+                        + (f"<td>{entry.get('gpu_seconds', 0.0):,.2f}</td>" if gpu else "")
+                        + "</tr>")
+    line = compute_line(stats)
+    return ("<h2>Compute</h2><p class='note'>CPU seconds: each worker process's CPU time while "
+            "it ran the stage (its helper threads and sandbox processes included), summed over "
+            "workers; GPU seconds: the wall time a stage held a GPU. "
+            + (escape(line) if line else "") + "</p><table><tr><th class='l'>stage / phase</th>"
+            "<th>seconds</th><th>CPU s</th><th>of CPU</th>"
+            + ("<th>GPU s</th>" if gpu else "") + "</tr>" + "".join(rows) + "</table>")
 
 
 def _workers(stats: dict[str, Any]) -> str:

@@ -271,20 +271,22 @@ class RunDir:
     def write_marker(self, path: Path, marker: PhaseMarker) -> None:
         write_json_atomic(path, marker.to_record())
 
-    def phase_times(self, work: Path, key: str) -> dict[str, float]:
-        """The seconds each phase of a dataset stage took under ``key`` (timings, not output:
-        an unreadable file is no timings)."""
+    def phase_times(self, work: Path, key: str) -> dict[str, dict[str, float]]:
+        """What each phase of a dataset stage took under ``key``: ``{"seconds": wall,
+        "cpu_seconds": ..., "gpu_seconds": ...}`` (timings, not output: an unreadable file is
+        no timings; one written before CPU seconds were kept has wall seconds only)."""
         try:
             saved = read_json(self.phase_times_file(work))
         except (FileNotFoundError, DamagedRecord):
             return {}
         if saved.get("fingerprint") != key:
             return {}
-        return {name: entry["seconds"] for name, entry in saved.get("phases", {}).items()}
+        return {name: {k: float(v) for k, v in entry.items() if k.endswith("seconds")}
+                for name, entry in saved.get("phases", {}).items()}
 
-    def write_phase_times(self, work: Path, key: str, times: dict[str, float]) -> None:
-        write_json_atomic(self.phase_times_file(work), {
-            "fingerprint": key, "phases": {name: {"seconds": s} for name, s in times.items()}})
+    def write_phase_times(self, work: Path, key: str,
+                          times: dict[str, dict[str, float]]) -> None:
+        write_json_atomic(self.phase_times_file(work), {"fingerprint": key, "phases": times})
 
     def dataset_record(self, segment: int) -> DatasetRecord | None:
         """The finished record of the dataset stage of ``segment`` (None when there is none or

@@ -95,6 +95,10 @@ class Executor:
     def subscribe(self, topic: str, handler: Callable[[Any], None]) -> None:
         """Call ``handler`` with each message a task sends on ``topic`` (none by default)."""
 
+    def hosts(self) -> int:
+        """How many machines (nodes) the workers run on: this one by default."""
+        return 1
+
     def close(self) -> None:
         """Release the workers this executor started."""
 
@@ -225,6 +229,10 @@ class DaskExecutor(Executor):
     def subscribe(self, topic: str, handler: Callable[[Any], None]) -> None:
         self.client.subscribe_topic(topic, lambda event: handler(event[1]))
 
+    def hosts(self) -> int:
+        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        return len({info.get("host") for info in workers.values()}) or 1
+
     def map(self, fn, tasks, keys, resources):
         from distributed import KilledWorker, as_completed
         from distributed.client import FutureCancelledError
@@ -293,6 +301,9 @@ class RayExecutor(Executor):
         self.ray = ray
         ray.init(address=scheduler, num_cpus=None if scheduler else workers,
                  ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+
+    def hosts(self) -> int:
+        return sum(1 for node in self.ray.nodes() if node.get("Alive")) or 1
 
     def map(self, fn, tasks, keys, resources):
         from ray.exceptions import WorkerCrashedError
@@ -411,6 +422,10 @@ class ExecutorPool:
         if self.kind == "dask" and (self.scheduler or self.scheduler_file):
             return self.get(True).offers(resource)
         return resource == "GPU" and gpu_count() > 0
+
+    def hosts(self) -> int:
+        """How many machines the run's workers ran on (1 before any executor started)."""
+        return max((executor.hosts() for executor in self._started.values()), default=1)
 
     def close(self) -> None:
         for executor in self._started.values():

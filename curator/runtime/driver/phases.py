@@ -11,6 +11,8 @@ resumed part-way reports this run's seconds only."""
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -39,6 +41,7 @@ from curator.io.parquet import read_part
 from curator.rejected import ids_and_sample
 from curator.runtime.cluster.executors import WorkerDied
 from curator.runtime.errors import CurationError
+from curator.runtime.worker.cpu_clock import cpu_now, cpu_since, task_running
 from curator.runtime.worker.memory import memory_returned
 from curator.stages.context import Decide, PhaseResult, R
 from curator.store.keys import digest
@@ -67,6 +70,8 @@ class PhaseContext:
     resumed: dict[str, set[str]] = field(default_factory=dict)  # phase -> keys an earlier run did
     per_part: set[str] = field(default_factory=set)  # phases whose tasks each read one part
     spans: list[tuple[str, float, float]] = field(default_factory=list)  # phase, wall start, end
+    tasks_cpu_seconds: float = 0.0  # of the phase tasks run outside the driver's thread
+    gpu_seconds: float = 0.0  # of the phase tasks that held a GPU
 
     @property
     def rejected(self) -> Literal["ids", "documents"]:
@@ -77,13 +82,14 @@ class PhaseContext:
         return self.spec.batch_bytes
 
     def phase_times(self) -> dict[str, dict[str, Any]]:
-        """``{phase: {"seconds": wall seconds, "tasks": tasks}}`` in the order they ran."""
+        """``{phase: {"seconds": wall seconds, "cpu_seconds": ..., "tasks": tasks}}`` in the
+        order they ran."""
         return {name: dict(entry) for name, entry in self.phases.items()}
 
     def run_phase(self, phase: str, fn: Callable[[Any], R], tasks: list[Any], keys: list[str],
                   result: type[R], resources: dict[str, float] | None = None,
                   reads: list[Path] | None = None) -> list[R]:
-        started = time.perf_counter()
+        started, cpu, gpu = time.perf_counter(), 0.0, 0.0
         if reads is not None:
             self.per_part.add(phase)
         results: dict[str, R] = {}
@@ -112,7 +118,12 @@ class PhaseContext:
             if isinstance(item, WorkerDied):
                 raise CurationError(f"{self.stage_name}: a worker died each time it ran phase "
                                     f"{phase!r} task {item.task[2]!r}")
-            key, done, files = item
+            key, done, files, clock = item
+            cpu += clock.cpu
+            gpu += clock.wall if (resources or {}).get("GPU") else 0.0
+            # a task run in the driver's thread: its thread's seconds are the driver's
+            self.tasks_cpu_seconds += clock.cpu - (clock.thread if clock.where == _here() else 0)
+            self.gpu_seconds += clock.wall if (resources or {}).get("GPU") else 0.0
             if not isinstance(done, result):
                 raise CurationError(f"{self.stage_name}: phase {phase!r} task {key!r} returned "
                                     f"{type(done).__name__}, not {result.__name__}")
@@ -121,7 +132,9 @@ class PhaseContext:
             halt.point(f"phase-done:{phase}", key)
             results[key] = done
             self._report(phase, len(results), len(tasks))
-        self._time(phase, len(tasks), bool(todo), time.perf_counter() - started)
+        self._time(phase, len(tasks), bool(todo), {
+            "seconds": time.perf_counter() - started, "cpu_seconds": cpu,
+            **({"gpu_seconds": gpu} if gpu else {})})
         self.spans.append((phase, time.time() - (time.perf_counter() - started), time.time()))
         self.phases[phase]["reused"] = len(self.resumed[phase])
         return [results[k] for k in keys]
@@ -178,13 +191,14 @@ class PhaseContext:
         """Drop a task's marker: the next pass over the phase runs it again."""
         self.run_dir.marker_path(self.work_dir, phase, key).unlink(missing_ok=True)
 
-    def _time(self, phase: str, tasks: int, ran: bool, seconds: float) -> None:
-        """Record the phase's seconds; a phase an earlier run finished keeps that run's."""
+    def _time(self, phase: str, tasks: int, ran: bool, timing: dict[str, float]) -> None:
+        """Record what the phase took; a phase an earlier run finished keeps that run's."""
         times = self.run_dir.phase_times(self.work_dir, self.fingerprint)
         if not ran and phase in times:
-            seconds = times[phase]
-        self.phases[phase] = {"seconds": round(seconds, 4), "tasks": tasks}
-        times[phase] = round(seconds, 4)
+            timing = times[phase]
+        timing = {name: round(value, 4) for name, value in timing.items()}
+        self.phases[phase] = {**timing, "tasks": tasks}
+        times[phase] = timing
         self.run_dir.write_phase_times(self.work_dir, self.fingerprint, times)
 
     def _report(self, phase: str, done: int, total: int) -> None:
@@ -240,16 +254,35 @@ class PhaseContext:
         return StageCount(self.stage_name, self.stage_type)
 
 
+@dataclass(frozen=True)
+class TaskClock:
+    """What a phase task took, and where it ran: its CPU seconds (runtime/worker/cpu_clock.py),
+    those of its own thread, wall seconds, process and thread."""
+
+    cpu: float
+    thread: float
+    wall: float
+    where: tuple[int, int]
+
+
 def _keyed(item: tuple[Callable[[Any], PhaseResult], Any, str, str, str]
-           ) -> tuple[str, PhaseResult, list[dict]]:
-    """Run one phase task; return its key, result and the files it committed (with facts)."""
+           ) -> tuple[str, PhaseResult, list[dict], TaskClock]:
+    """Run one phase task; return its key, result, the files it committed (with facts) and
+    what it took."""
     fn, task, key, phase, root = item
-    with memory_returned(), recording() as written:
+    with task_running(), memory_returned(), recording() as written:
+        cpu, thread, wall = cpu_now(), time.thread_time(), time.perf_counter()
         result = fn(task)
+        clock = TaskClock(cpu_since(cpu), time.thread_time() - thread,
+                          time.perf_counter() - wall, _here())
     files = [{"path": str(path.relative_to(root)) if path.is_relative_to(root) else str(path),
               **facts(path)} for path in written]
     halt.point(f"phase-task:{phase}", key)
-    return key, result, files
+    return key, result, files, clock
+
+
+def _here() -> tuple[int, int]:
+    return os.getpid(), threading.get_ident()
 
 
 @dataclass(frozen=True)

@@ -176,12 +176,13 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                               pipeline.intermediate_compression, segment_key, True)
             if following is not None:
                 shards = next_shards(run_dir, segment, manifests[segment.index])
+        nodes = pool.hosts()
     halt.point("stats")
     run_facts: dict[str, Any] = {
         "seconds": round(time.time() - started, 3),
         "executor_start_seconds": round(pool.start_seconds, 3),
         "shards": len(inputs), "timeline": _timeline(manifests, started),
-        "phase_timeline": phase_timeline, "reuse": reuse,
+        "phase_timeline": phase_timeline, "reuse": reuse, "nodes": nodes,
         "store_bytes": run_dir.store_bytes(), "work_bytes": run_dir.work_bytes()}
     if left:
         run_facts["left"] = [item.to_dict() for item in left]
@@ -227,6 +228,7 @@ def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None
         return _reused_count(record.count), produced, []
     ex = pool.get(stage.holds_gil)
     reporter.attach(ex)
+    driver_cpu = time.thread_time()
     for attempt in range(2):
         ctx = PhaseContext(run_dir, run_dir.work_dir(segment.index), ex, name, stage.type, key,
                            RunSpec.of(pipeline, run_dir.root), reporter.phase,
@@ -249,6 +251,8 @@ def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None
             ctx.forget("remove", part)
     if ctx.phases:
         result.count.facts.setdefault("phases", ctx.phase_times())
+    result.count.cpu_seconds = time.thread_time() - driver_cpu + ctx.tasks_cpu_seconds
+    result.count.gpu_seconds = ctx.gpu_seconds
     count = result.count.to_dict()
     kept = sorted(ctx.per_part)
     run_dir.write_dataset_record(segment.index, DatasetRecord(key, count, kept))

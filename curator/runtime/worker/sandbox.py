@@ -50,6 +50,7 @@ import pyarrow as pa
 from curator.batch import ID, BatchResult, Failure, join_results
 from curator.plugins import load_imports, loaded_imports
 from curator.runtime.errors import CurationError
+from curator.runtime.worker.cpu_clock import add_child_cpu, process_cpu
 from curator.stages.base import BatchStage
 
 CHUNK_ROWS = 256  # results travel back every CHUNK_ROWS documents...
@@ -173,7 +174,10 @@ class Sandbox:
         silent_deaths = 0
         while todo:
             job = todo.pop(0)
+            child, cpu = self._child_cpu()
             received, lost = self._run_range(stage, name, batch, job, add)
+            now_child, now_cpu = self._child_cpu()
+            add_child_cpu(now_cpu - cpu if now_child == child else now_cpu)
             if lost is None:
                 continue
             if lost.index is not None:
@@ -199,6 +203,11 @@ class Sandbox:
                 rest = [_Range(received, job.stop, job.chunked, job.alone)]
             todo[:0] = [r for r in rest if r.stop > r.start]
         return _assemble(batch, pieces)
+
+    def _child_cpu(self) -> tuple[int, float]:
+        """The running child's pid and CPU seconds so far (0, 0.0 without one)."""
+        pid = self.proc.pid if self.proc is not None else 0
+        return pid, process_cpu(pid) if pid else 0.0
 
     def _run_range(self, stage: BatchStage, name: str, batch: pa.Table, job: _Range,
                    add: Callable[[int, BatchResult], None]) -> tuple[int, _Lost | None]:

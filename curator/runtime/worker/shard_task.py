@@ -20,6 +20,7 @@ from curator.io.records import ColumnMap
 from curator.rejected import ids_and_sample
 from curator.runtime.errors import CurationError
 from curator.runtime.worker.budget import FailureBudget
+from curator.runtime.worker.cpu_clock import child_cpu, cpu_now, cpu_since, task_running
 from curator.runtime.worker.isolation import apply_stage, sandboxed
 from curator.runtime.worker.progress import TaskProgress
 from curator.runtime.worker.shard_reuse import (
@@ -151,7 +152,8 @@ def run_shard_task(task: ShardTask) -> ShardManifest:
     that stops leaves none of its temporary files."""
     pending = Commit()
     try:
-        return _process(task, pending)
+        with task_running():
+            return _process(task, pending)
     except BaseException:
         pending.discard()
         raise
@@ -190,7 +192,7 @@ def _process(task: ShardTask, pending: Commit) -> ShardManifest:
                                          task.spec.part_bytes)
     rows_out = 0
     progress = TaskProgress(task.key)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), _cpu_mark()
     for batch in _batches(task, source, reuse.checkpoint):
         progress.add(batch.table.num_rows + len(batch.failed),
                      batch.table.get_total_buffer_size())
@@ -203,6 +205,7 @@ def _process(task: ShardTask, pending: Commit) -> ShardManifest:
             count.failed += len(batch.failed)
             count.notes.update(batch.notes)
             count.seconds += time.perf_counter() - started
+            _charge(count, source, cpu, started)
             if batch.failed:
                 outputs.fail(task.stages[0][0], batch.failed)
             if batch.removed is not None and batch.removed.num_rows:
@@ -222,16 +225,17 @@ def _process(task: ShardTask, pending: Commit) -> ShardManifest:
                 outputs.note(name, table, writers.get(name))
                 signals.after(name, table)
                 continue
-            clock = time.perf_counter()
+            clock, cpu = time.perf_counter(), _cpu_mark()
             table = _run_stage(name, stage, table, counts[name], outputs, writers.get(name),
                                budgets[name], task.isolate, signals)
             counts[name].seconds += time.perf_counter() - clock
+            _charge(counts[name], stage, cpu, clock)
             signals.after(name, table)
         if intermediate is not None:
             for failure in intermediate.write(table):
                 raise CurationError(f"intermediate write failed: {failure.error}")
         rows_out += table.num_rows
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu_mark()
     progress.send()
     for budget in budgets.values():
         budget.check_shard()
@@ -322,6 +326,20 @@ class _Signals:
             else:  # not every row's scores: not kept
                 self.pending.drop(recorder.path)
         return checkpoint, dict(sorted(kept.items()))
+
+
+def _cpu_mark() -> tuple[float, float]:
+    """Where the process's and this thread's sandbox children's CPU seconds stand now."""
+    return cpu_now(), child_cpu()
+
+
+def _charge(count: StageCount, stage: BatchStage, mark: tuple[float, float],
+            clock: float) -> None:
+    """Charge a stage the CPU seconds since ``mark`` (its sandbox child's too) and, for a
+    stage that holds a GPU, the wall seconds since ``clock``."""
+    count.cpu_seconds += cpu_since(mark[0]) + child_cpu() - mark[1]
+    if stage.resources().get("GPU"):
+        count.gpu_seconds += time.perf_counter() - clock
 
 
 def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
