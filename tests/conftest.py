@@ -99,6 +99,7 @@ SLOW = ("jobs/", "hostile/", "runtime/test_kill_", "runtime/test_resume.py",
         "runtime/test_determinism.py", "runtime/test_worker_faults.py",
         "runtime/test_worker_start.py", "runtime/test_schema.py", "runtime/test_progress.py",
         "runtime/test_failure_budget.py", "runtime/test_part_bytes.py", "test_cli_interrupt.py",
+        "runtime/test_compute_accounting.py",
         "test_pipelines.py", "test_install.py", "stages/test_common_crawl",
         "stages/test_extract_html.py", "stages/test_arxiv.py", "stages/test_decontaminate.py",
         "stages/test_classifier", "stages/test_heuristic_filter.py", "stages/test_tokenize.py",
@@ -112,7 +113,7 @@ KILL = ("runtime/test_kill_", "runtime/test_resume.py", "runtime/test_worker_fau
         "runtime/test_failure_budget.py", "runtime/test_run_lock.py",
         "runtime/test_run_safety.py", "runtime/test_sandbox_fork.py", "jobs/test_job_faults.py",
         "test_cli_interrupt.py", "test_halt.py", "report/test_partial_report.py")
-BROWSER = ("report/test_report_browser.py",)
+BROWSER = ("report/test_report_browser.py", "report/test_report_browser_tokens.py")
 GPU = ("kernels/test_gpu", "kernels/test_normalise_gpu.py", "runtime/test_devices.py",
        "stages/test_classifier_gpu.py")
 

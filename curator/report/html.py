@@ -69,7 +69,9 @@ def _summary(stats: dict[str, Any]) -> str:
     entering = sum(s["in"] for s in stages if s.get("source")) or first["in"]  # every source's
     figures = [f"{entering:,} documents in, {last['kept']:,} kept"]
     if "bytes_kept" in first and "bytes_kept" in last:
-        figures.append(f"{_bytes(first['bytes_kept'])} read, {_bytes(last['bytes_kept'])} kept")
+        read = sum(s.get("bytes_kept", 0) for s in stages if s.get("source")) \
+            or first["bytes_kept"]  # every source's
+        figures.append(f"{_bytes(read)} read, {_bytes(last['bytes_kept'])} kept")
     if seconds:
         figures.append(f"{seconds:,.1f} s wall clock, {per_second(entering, seconds)} "
                        "documents/s")
