@@ -5,6 +5,7 @@ bars on a terminal; and a dashboard address that answers."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pty
 import queue
@@ -17,8 +18,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from curator import Pipeline, ReadJsonl, WriteParquet
+from curator.batch import BatchResult
+from curator.stages.base import BatchStage
 from tests.conftest import ROOT, write_shards
 
 IN_SHARD = r"segment 1/3: 0/3 shards, [1-9][\d,]* docs, [\d.]+/[\d.]+ MB, [\d,.]+ docs/s, ETA "
@@ -117,3 +122,29 @@ def test_printed_dashboard_address_answers_in_thread_mode(tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 
+
+
+class _Slow(BatchStage):
+    """Sleeps on every batch: a shard task that logs nothing for a while."""
+
+    type = "test_slow_batches"
+    seconds: float = 3.0
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        time.sleep(self.seconds)
+        return BatchResult(kept=batch)
+
+
+def test_a_segment_that_logs_nothing_for_a_while_says_where_it_stands(tmp_path, monkeypatch,
+                                                                       caplog):
+    """A first run is never silent for long: a segment whose only shard takes longer than the
+    heartbeat logs its tasks done and how long it has run."""
+    from curator.runtime.worker import progress
+
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 1.0)
+    write_shards(tmp_path / "in", 1)
+    with caplog.at_level(logging.INFO, logger="curator"):
+        Pipeline([ReadJsonl(path=f"{tmp_path}/in/*.jsonl"), _Slow(), WriteParquet()]).run(
+            output=tmp_path / "run", executor="local", progress=True)
+    beats = [r.getMessage() for r in caplog.records if "running" in r.getMessage()]
+    assert beats and beats[0].startswith("segment 1/1: 0/1 shards done, running ")

@@ -1,5 +1,7 @@
 """A stage's ``warm_up`` runs on a background thread of the process that runs its tasks, while
-the run goes on; where tasks run in other processes it is left to them."""
+the run goes on; where tasks run in worker processes it runs in the driver before the run
+(numba's on-disk cache then serves the workers), saying that it compiles and, every few seconds,
+how long it has been at it."""
 
 from __future__ import annotations
 
@@ -64,12 +66,13 @@ def test_a_failing_warm_up_leaves_the_run_to_its_tasks(tmp_path):
     assert _run(tmp_path, "failing", "local", None, fail=True)["thread"] == "curator-warm-up"
 
 
-def test_no_warm_up_in_this_process_when_tasks_run_in_worker_processes(tmp_path):
-    assert _run(tmp_path, "processes", "dask", True) is None
+def test_warm_up_before_the_run_when_tasks_run_in_worker_processes(tmp_path):
+    seen = _run(tmp_path, "processes", "dask", True)
+    assert seen == {"pid": os.getpid(), "thread": threading.current_thread().name}
 
 
 class _Compiling(BatchStage):
-    """A warm-up that lasts until the run has said that it compiles."""
+    """A warm-up that lasts until the run has said that it still compiles."""
 
     type = "test_compiling_stage"
     said: ClassVar[threading.Event] = threading.Event()
@@ -87,11 +90,12 @@ def test_a_long_warm_up_says_that_it_compiles_and_when_it_is_done(monkeypatch):
     class Heard(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             lines.append(record.getMessage())
-            if "compiling its kernels" in record.getMessage():
+            if "still compiling its kernels" in record.getMessage():
                 _Compiling.said.set()
 
     lines: list[str] = []
     monkeypatch.setattr(warm_up, "SLOW_S", 0.01)
+    monkeypatch.setattr(warm_up, "STILL_S", 0.05)
     log = logging.getLogger("curator")
     handler, level = Heard(), log.level
     log.addHandler(handler)
@@ -102,4 +106,5 @@ def test_a_long_warm_up_says_that_it_compiles_and_when_it_is_done(monkeypatch):
         log.removeHandler(handler)
         log.setLevel(level)
     assert lines[0].startswith("test_compiling_stage: compiling its kernels (the first run")
-    assert lines[1].startswith("test_compiling_stage: kernels ready in ")
+    assert lines[1].startswith("test_compiling_stage: still compiling its kernels (")
+    assert lines[-1].startswith("test_compiling_stage: kernels ready in ")

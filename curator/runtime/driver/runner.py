@@ -26,7 +26,7 @@ from curator.runtime.driver.run_lock import run_lock
 from curator.runtime.driver.run_log import run_log
 from curator.runtime.driver.schemas import unify_segment
 from curator.runtime.driver.stats import write_stats
-from curator.runtime.driver.warm_up import warm_up_in_background
+from curator.runtime.driver.warm_up import warm_up_before_run, warm_up_in_background
 from curator.runtime.errors import CurationError
 from curator.runtime.worker.progress import ProgressReporter
 from curator.runtime.worker.shard_task import ShardTask
@@ -125,6 +125,8 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
         stages = [stage for _, stage in pipeline.named_stages()]
         if pool.runs_here(any(stage.holds_gil for stage in stages)):
             warm_up_in_background([stage.for_cluster(gpus) for stage in stages])
+        else:
+            warm_up_before_run([stage.for_cluster(gpus) for stage in stages])
         segments = [Segment(segment.index, segment.kind,
                             [(name, stage.for_cluster(gpus)) for name, stage in segment.stages])
                     for segment in plan.segments]
@@ -234,7 +236,10 @@ def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None
                            RunSpec.of(pipeline, run_dir.root), reporter.phase,
                            keys.barrier(name, stage, []),
                            {s.path: s.digest for s in shards if s.digest})
-        result = stage.run_dataset(_parts(shards), ctx)
+        try:
+            result = stage.run_dataset(_parts(shards), ctx)
+        finally:
+            reporter.stop()  # a phase that raised stops showing (and its heartbeat)
         produced = [Shard(i, str(p), name=p.stem, digest=ctx.output_checksum(p),
                           source=shards[i].source if i < len(shards) else "")
                     for i, p in enumerate(result.parts)]

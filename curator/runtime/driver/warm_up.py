@@ -1,8 +1,11 @@
-"""Stages' ``warm_up`` on a background thread of the process that will run their tasks.
+"""Stages' ``warm_up``: on a background thread of the process that will run their tasks, or,
+where worker processes run them, in the driver before the run (numba's on-disk cache then
+serves the workers).
 
 A warm-up that has not ended after :data:`SLOW_S` is compiling kernels (numba's, the first run
-on a machine: on-disk caches serve every later run): it says so, so that a first run is never
-silent for a minute, and says when they are ready."""
+on a machine: on-disk caches serve every later run): it says so, then how long it has been at
+it every few seconds, so that a first run is never silent for long, and says when they are
+ready."""
 
 from __future__ import annotations
 
@@ -14,27 +17,39 @@ from curator.stages.base import Stage
 
 log = logging.getLogger("curator")
 
-#: Seconds after which a warm-up says that it compiles.
+#: Seconds after which a warm-up says that it compiles; then how often it says it still does.
 SLOW_S = 2.0
+STILL_S = 5.0
 
 
 def _warm(stages: list[Stage]) -> None:
     for stage in stages:
         started = time.perf_counter()
-        notice = threading.Timer(SLOW_S, log.info, (
-            "%s: compiling its kernels (the first run on this machine only: cached after)…",
-            stage.type))
-        notice.daemon = True
+        stop = threading.Event()
+        notice = threading.Thread(target=_notices, args=(stage.type, started, stop),
+                                  name="curator-warm-up-notices", daemon=True)
         notice.start()
         try:
             stage.warm_up()
         except Exception as err:  # only a head start: the stage's first task meets it again
             log.debug("warm-up of %s failed: %s", stage.type, err)
         finally:
-            notice.cancel()
+            stop.set()
         took = time.perf_counter() - started
         if took > SLOW_S:
             log.info("%s: kernels ready in %.1f s", stage.type, took)
+
+
+def _notices(stage_type: str, started: float, stop: threading.Event) -> None:
+    """Say that a warm-up compiles once it has taken :data:`SLOW_S`, then every
+    :data:`STILL_S` how long it has been at it."""
+    if stop.wait(SLOW_S):
+        return
+    log.info("%s: compiling its kernels (the first run on this machine only: cached after)…",
+             stage_type)
+    while not stop.wait(STILL_S):
+        log.info("%s: still compiling its kernels (%.0f s)", stage_type,
+                 time.perf_counter() - started)
 
 
 def warm_up_in_background(stages: list[Stage]) -> threading.Thread:
@@ -42,3 +57,11 @@ def warm_up_in_background(stages: list[Stage]) -> threading.Thread:
     thread = threading.Thread(target=_warm, args=(stages,), name="curator-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+def warm_up_before_run(stages: list[Stage]) -> None:
+    """Run the CPU stages' ``warm_up`` here and now, before worker processes need the kernels:
+    numba's on-disk cache, which they share, then serves them, and the first run's compiling
+    is said and charged to no stage. GPU stages are left to their workers (a CUDA context
+    here would hold the driver on a device)."""
+    _warm([stage for stage in stages if not stage.resources().get("GPU")])

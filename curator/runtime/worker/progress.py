@@ -25,6 +25,9 @@ log = logging.getLogger("curator")
 TOPIC = "curator-progress"
 SEND_EVERY_S = 1.0
 LOG_EVERY_S = 5.0
+#: A segment or phase that has logged nothing for this long says where it stands (a task
+#: compiling, a long first shard): a run is never silent for long.
+HEARTBEAT_S = 8.0
 
 #: topic -> handler, for tasks that run in the driver's process (the local executor).
 LOCAL_HANDLERS: dict[str, Callable[[Any], None]] = {}
@@ -88,6 +91,8 @@ class ProgressReporter:
         self._finished: set[str] = set()
         self._attached: list[Any] = []
         self._phase = ""
+        self._last_line = time.monotonic()
+        self._beating: threading.Event | None = None  # set: the heartbeat of a segment stops
 
     def attach(self, executor: Any) -> None:
         """Receive the executor's task messages (once per executor)."""
@@ -106,12 +111,24 @@ class ProgressReporter:
             self._docs, self._read, self._finished = {}, {}, set()
             self._started = time.monotonic()
             self._last_log = 0.0
+            self._last_line = time.monotonic()
+        if self.enabled and not self.rich:
+            self._beating = threading.Event()
+            threading.Thread(target=self._heartbeat, args=(self._beating,), daemon=True,
+                             name="curator-progress-heartbeat").start()
         if self.rich:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self._bar = Progress("[bold]{task.description}", BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.fields[stats]}"), transient=False,
+                                 TimeElapsedColumn(), TextColumn("{task.fields[stats]}"),
+                                 transient=False,
                                  console=Console(stderr=True))
             self._bar.start()
             self._task = self._bar.add_task(label, total=total, completed=done, stats="")
@@ -176,13 +193,28 @@ class ProgressReporter:
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, stats=stats)
         elif self.enabled and (final or time.monotonic() - self._last_log >= LOG_EVERY_S):
-            self._last_log = time.monotonic()
+            self._last_log = self._last_line = time.monotonic()
             if self._sizes:
                 log.info("%s: %d/%d shards, %s", self.label, self.done, self.total, stats)
             else:
                 log.info("%s %d/%d", self.label, self.done, self.total)
 
+    def _heartbeat(self, stopped: threading.Event) -> None:
+        """Every second until ``stopped``: a line for a segment or phase that has logged none
+        for :data:`HEARTBEAT_S` (its tasks done so far and how long it has run)."""
+        while not stopped.wait(1.0):
+            with self._lock:
+                if not stopped.is_set() and time.monotonic() - self._last_line >= HEARTBEAT_S:
+                    self._last_line = time.monotonic()
+                    log.info("%s: %d/%d %s done, running %.0f s", self.label, self.done,
+                             self.total, "shards" if self._sizes else "tasks",
+                             time.monotonic() - self._started)
+
     def stop(self) -> None:
+        with self._lock:
+            if self._beating is not None:
+                self._beating.set()
+                self._beating = None
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
