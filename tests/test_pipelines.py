@@ -118,6 +118,23 @@ def test_sample_runs_warc_to_megatron_shards_and_says_where(sample_run):
     assert "<h2>Tokens: tokenize</h2>" in page and f"<td>{by_source['ja']:,}</td>" in page
 
 
+def test_the_demo_report_in_a_browser_shows_tokens_per_language_and_split(sample_run, tmp_path):
+    """The demo's report.html rendered by headless Chromium: its tokens table (per language and
+    split) and compute table equal stats.json; a screenshot (skipped without Chromium)."""
+    from tests.report import test_report_browser_tokens as browser
+
+    if browser.CHROMIUM is None:
+        pytest.skip("no chromium binary on PATH")
+    run_dir, _, _ = sample_run
+    stats = json.loads((run_dir / "stats.json").read_text())
+    tokenize = next(s for s in stats["stages"] if s["type"] == "tokenize")
+    markup, text = browser._page(run_dir)
+    shown = browser._tokens_table(markup, "tokenize")
+    assert shown == browser._expected(tokenize) and {source for source, _ in shown} == {"en", "ja"}
+    assert "CPU-hours" in text and "node-hours" in text
+    browser.screenshot(run_dir / "report.html", tmp_path / "demo.png")
+
+
 def test_megatron_core_reads_the_curated_pages_back(sample_run):
     pytest.importorskip("torch")
     from megatron.core.datasets.indexed_dataset import IndexedDataset
