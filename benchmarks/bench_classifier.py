@@ -13,7 +13,7 @@ A BERT-class regression classifier as FineWeb-Edu publishes it, on CPU against t
 pipeline (``--part bert``, classifier_bert.py says how).
 
     PYTHONPATH=. python benchmarks/bench_classifier.py [--out benchmarks/results_classifier.md]
-        [--part all|fasttext|bert] [--docs 1000] [--blocks 2]
+        [--part all|fasttext|bert] [--docs 1000] [--blocks 2] [--documents real|drawn]
 """
 
 from __future__ import annotations
@@ -123,6 +123,8 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=1000, help="bert: documents scored")
     parser.add_argument("--blocks", type=int, default=2, help="bert: blocks, order alternating")
     parser.add_argument("--seed", type=int, default=0, help="bert: the documents drawn")
+    parser.add_argument("--documents", choices=("drawn", "real"), default="real",
+                        help="bert: real documents (lengths matched) or real sentences drawn")
     parser.add_argument("--corpus", type=Path, default=Path("/work/shared/corpus"),
                         help="bert: sentence source, a folder with pool.json.gz or the corpus")
     args = parser.parse_args()
@@ -131,7 +133,7 @@ def main() -> None:
     if args.part in ("all", "bert"):
         from classifier_bert import section
 
-        lines, figures = section(args.docs, args.blocks, args.seed, args.corpus)
+        lines, figures = section(args.docs, args.blocks, args.seed, args.corpus, args.documents)
         harness.record(args.out, "\n".join(lines), figures=figures)
         print("\n".join(lines))
 

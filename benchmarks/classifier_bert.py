@@ -2,9 +2,11 @@
 regression output, random weights, ~110 M parameters) over real web text, CPU, classifier_filter
 against transformers' ``pipeline("text-classification", function_to_apply="none")`` at batch 32.
 
-Documents: classifier_docs.py's web-like documents (lengths of Common Crawl pages' text, real
-English sentences), each distinct. Tokenizer: WordPiece (BERT's uncased normalisation, 30,522
-entries) trained on the corpus's sentences. The documents go through in
+Documents (classifier_docs.py), each distinct: ``real`` (the default) real documents (web pages'
+extracted text, Wikipedia paragraphs, book passages) chosen so that their lengths follow Common
+Crawl pages' text; or ``drawn``, lengths from that distribution filled with real sentences.
+Tokenizer: WordPiece (BERT's uncased normalisation, 30,522 entries) trained on the corpus's
+sentences. The documents go through in
 ``--blocks`` blocks, the systems' order reversed from one block to the next, so that a change
 in the shared machine's load falls on both; every system reads every document once."""
 
@@ -16,13 +18,20 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from classifier_docs import describe, english_sentences, web_like_documents
+from classifier_docs import (
+    describe,
+    describe_lengths,
+    english_sentences,
+    real_documents,
+    web_like_documents,
+)
 
 from curator import ClassifierFilter, Pipeline, ReadJsonl, WriteParquet
 from curator.stages.filters.classifier_torch import (
@@ -99,13 +108,24 @@ def ours(model: Path, docs: list[dict], work: Path, shards: int, precision: str 
                                   table.column("quality_score").to_pylist(), strict=True))
 
 
-def section(n_docs: int, blocks: int, seed: int, corpus: Path) -> tuple[list[str], dict]:
-    """Markdown lines and figures."""
+def section(n_docs: int, blocks: int, seed: int, corpus: Path,
+            documents: str = "drawn") -> tuple[list[str], dict]:
+    """Markdown lines and figures; ``documents``: ``drawn`` (real sentences, drawn lengths) or
+    ``real`` (real documents, lengths matched to the same distribution)."""
     from transformers import AutoTokenizer
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-classifier-bert-"))
     sentences = english_sentences(corpus)
-    docs = web_like_documents(sentences, n_docs, seed)
+    if documents == "real":
+        docs = real_documents(corpus, n_docs, seed)
+        origins = Counter(d.pop("origin") for d in docs)
+        described = ("real documents, each once (classifier_docs.real_documents): "
+                     + ", ".join(f"{n:,} {origin}s" for origin, n in origins.most_common())
+                     + f"; for each length drawn ({describe_lengths()}), the unused one "
+                     "nearest in length")
+    else:
+        docs = web_like_documents(sentences, n_docs, seed)
+        described = describe()
     model = build_model(tmp / "model", sentences)
     tokenizer = AutoTokenizer.from_pretrained(model)
     lengths = [len(x) for x in token_ids(batch_encoder(tokenizer, 10**6),
@@ -160,7 +180,7 @@ def section(n_docs: int, blocks: int, seed: int, corpus: Path) -> tuple[list[str
     lines = [
         "# classifier_filter: a FineWeb-Edu-architecture BERT on CPU",
         "",
-        f"{n_docs:,} distinct documents (seed {seed}): {describe()}. Model: bert-base config "
+        f"{n_docs:,} distinct documents (seed {seed}): {described}. Model: bert-base config "
         f"(110 M parameters), one regression output, random weights, WordPiece vocabulary "
         "trained on the sentences. fp32 unless stated; torch "
         f"{__import__('torch').__version__}, transformers {__import__('transformers').__version__};"
@@ -195,7 +215,7 @@ def section(n_docs: int, blocks: int, seed: int, corpus: Path) -> tuple[list[str
         f"{int_agree:.1%} of documents.",
     ]
     shutil.rmtree(tmp, ignore_errors=True)
-    figures = {"docs": n_docs, "seconds": seconds,
+    figures = {"docs": n_docs, "documents": documents, "seconds": seconds,
                "docs_per_s": rate, "max_abs_diff": diffs, "bf16_seconds": t_bf16,
                "bf16_max_abs_diff": float(np.max(np.abs(bf16 - fp32))),
                "padded_tokens": {"pipeline": int(base_padded), "ours": int(ours_padded)}}
