@@ -17,6 +17,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 import pytest
@@ -124,14 +125,15 @@ def test_printed_dashboard_address_answers_in_thread_mode(tmp_path):
 
 
 
-class _Slow(BatchStage):
-    """Sleeps on every batch: a shard task that logs nothing for a while."""
+class _Silent(BatchStage):
+    """Logs nothing until the run has said where it stands: a shard task that is silent for a
+    while (it waits on that line, not on a clock)."""
 
-    type = "test_slow_batches"
-    seconds: float = 3.0
+    type = "test_silent_batches"
+    heard: ClassVar[threading.Event] = threading.Event()
 
     def process(self, batch: pa.Table) -> BatchResult:
-        time.sleep(self.seconds)
+        assert self.heard.wait(120), "no heartbeat line while the task was silent"
         return BatchResult(kept=batch)
 
 
@@ -141,10 +143,20 @@ def test_a_segment_that_logs_nothing_for_a_while_says_where_it_stands(tmp_path, 
     heartbeat logs its tasks done and how long it has run."""
     from curator.runtime.worker import progress
 
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "running" in record.getMessage():
+                _Silent.heard.set()
+
     monkeypatch.setattr(progress, "HEARTBEAT_S", 1.0)
     write_shards(tmp_path / "in", 1)
-    with caplog.at_level(logging.INFO, logger="curator"):
-        Pipeline([ReadJsonl(path=f"{tmp_path}/in/*.jsonl"), _Slow(), WriteParquet()]).run(
-            output=tmp_path / "run", executor="local", progress=True)
+    handler = Heard()
+    logging.getLogger("curator").addHandler(handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="curator"):
+            Pipeline([ReadJsonl(path=f"{tmp_path}/in/*.jsonl"), _Silent(), WriteParquet()]).run(
+                output=tmp_path / "run", executor="local", progress=True)
+    finally:
+        logging.getLogger("curator").removeHandler(handler)
     beats = [r.getMessage() for r in caplog.records if "running" in r.getMessage()]
     assert beats and beats[0].startswith("segment 1/1: 0/1 shards done, running ")
