@@ -46,7 +46,7 @@ BUILTIN_STAGES: tuple[BuiltinStage, ...] = (
     BuiltinStage("exact_dedup", "curator.stages.dedup.exact", "ExactDedup", releases_gil=True,
                  preload=(NUMBA,)),
     BuiltinStage("url_dedup", "curator.stages.dedup.url", "UrlDedup"),
-    BuiltinStage("line_dedup", "curator.stages.dedup.line", "LineDedup"),
+    BuiltinStage("line_dedup", "curator.stages.dedup.line", "LineDedup", preload=(NUMBA,)),
     BuiltinStage("fuzzy_dedup", "curator.stages.dedup.fuzzy.stage", "FuzzyDedup", releases_gil=True,
                  preload=(NUMBA,)),
     BuiltinStage("decontaminate", "curator.stages.decontaminate", "Decontaminate",

@@ -1,5 +1,6 @@
-"""line_dedup killed with SIGKILL (driver, scheduler and workers) inside its count and rewrite
-phases, then run again with the same command, gives the uninterrupted run's bytes."""
+"""line_dedup killed with SIGKILL (driver, scheduler and workers) inside each of its phases
+(hash, count, rewrite, the shared removal), then run again with the same command, gives the
+uninterrupted run's bytes."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from tests.runtime import killing
 
 SHARDS, BUCKETS = 8, 8
 POINTS = {
+    "hash": killing.in_phase(1, "hash", SHARDS, SHARDS // 4),
     "count": killing.in_phase(1, "count", BUCKETS, BUCKETS // 4),
     "rewrite": killing.in_phase(1, "rewrite", SHARDS, SHARDS // 4),
+    "remove": killing.in_phase(1, "remove", SHARDS, SHARDS // 4),
 }
 
 

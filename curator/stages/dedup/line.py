@@ -11,12 +11,14 @@ Phases (each restartable, none collects the dataset in one process):
                              ``keep_first: false`` → ``decisions/bucket-B.parquet`` (part, row,
                              unit)
   3. ``rewrite`` per part:   the documents that lose units rebuilt without them →
-                             ``rewrites/<part>.parquet`` (row, text, units, chars, too_short)
+                             ``rewrites/<part>.arrow`` (row, text, units, chars, too_short)
   4. ``remove``  per part:   the shared removal: rewritten text and ``dup_units_removed``,
                              ``dup_chars_removed`` on every row; documents left shorter than
                              ``min_chars`` go (reason ``line_dedup_too_short``)
 
-Splitting and hashing are Python loops per document (``line_units``); no numba kernel yet.
+Units are cut, normalised, hashed and rebuilt by numba kernels over the Arrow buffers
+(``curator.kernels.line_units``, equal to ``line_units``' Python definition, which keys the few
+units the kernel flags).
 """
 
 from __future__ import annotations
@@ -25,27 +27,42 @@ import itertools
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.feather as feather
 import pyarrow.parquet as pq
+import xxhash
 from pydantic import Field
 
 from curator.batch import TEXT
 from curator.commit import Commit
 from curator.io.parquet import read_part
 from curator.io.shuffle import ShuffleDir
+from curator.kernels.doc_hash import SECRET64, xxh3_128_kernel
+from curator.kernels.line_units import (
+    LINE,
+    PARAGRAPH,
+    SENTENCE,
+    japanese_by_script,
+    key_tables,
+    piece_bound,
+    rebuild_kernel,
+    unit_keys_kernel,
+)
+from curator.kernels.shingles import StringBuffers, string_buffers
 from curator.stages.base import DatasetResult, DatasetStage
 from curator.stages.context import DatasetContext, Decisions, PhaseResult
 from curator.stages.dedup import line_units
 from curator.stages.dedup.buckets import default_buckets
-from curator.stages.dedup.exact import text_hashes
 from curator.stages.dedup.line_units import Unit
 
 REASON_SHORT = "line_dedup_too_short"
+#: Unit occurrences per shuffle bucket by default: 8 MB of hash rows, so that a count task's
+#: memory stays flat as the corpus grows (the bucket count grows instead).
+UNITS_PER_BUCKET = 1 << 18
 #: Upper bounds of the removed-character fraction of a changed document (stats.json).
 FRACTION_BINS = (0.1, 0.25, 0.5, 0.75, 1.0)
 
@@ -58,19 +75,28 @@ class Units:
     span: int
     lang_field: str | None  # the language column, where the dataset has it
 
-    def split(self, text: str, lang: str | None) -> tuple[list[line_units.Span], list[str]]:
-        """The pieces of ``text`` and its units' keys."""
-        japanese = self.unit == "sentence_span" and line_units.is_japanese(text, lang)
-        spans = line_units.pieces(text, self.unit, japanese)
-        return spans, line_units.unit_keys(text, spans, self.unit, self.span)
+    @property
+    def code(self) -> int:
+        return {"line": LINE, "paragraph": PARAGRAPH, "sentence_span": SENTENCE}[self.unit]
 
-    def read(self, path: str) -> tuple[list[str], list[str | None]]:
-        """A part's texts and languages (None where unknown)."""
+    def read(self, path: str) -> tuple[pa.ChunkedArray, StringBuffers, np.ndarray]:
+        """A part's texts, their buffers, and which documents split sentences as Japanese
+        (``line_units.is_japanese``: the language column where it has a value, else the
+        script; all False unless the unit is a sentence span)."""
         table = read_part(path, [TEXT, *([self.lang_field] if self.lang_field else [])])
-        texts = [t or "" for t in table.column(TEXT).to_pylist()]
+        text = table.column(TEXT)
+        buf = string_buffers(text)
+        japanese = np.zeros(len(text), bool)
+        if self.unit != "sentence_span":
+            return text, buf, japanese
         langs = (table.column(self.lang_field).to_pylist() if self.lang_field
-                 else [None] * len(texts))
-        return texts, langs
+                 else [None] * len(text))
+        for row, lang in enumerate(langs):
+            japanese[row] = bool(lang) and line_units.is_japanese("", lang)
+        rows = np.flatnonzero([not lang for lang in langs])
+        japanese[rows] = japanese_by_script(buf.data, buf.starts, buf.ends, rows,
+                                            line_units.CJK_SHARE)
+        return text, buf, japanese
 
 
 def _hashes(work: str) -> ShuffleDir:
@@ -92,23 +118,58 @@ class _HashResult(PhaseResult):
 
 
 def _hash_part(task: _HashTask) -> _HashResult:
-    texts, langs = task.units.read(task.path)
-    keys: list[str] = []
-    rows: list[int] = []
-    indexes: list[int] = []
-    for row, (text, lang) in enumerate(zip(texts, langs, strict=True)):
-        for index, key in enumerate(task.units.split(text, lang)[1]):
-            if key:
-                keys.append(key)
-                rows.append(row)
-                indexes.append(index)
-    h1, h2 = text_hashes(pa.array(keys, pa.string()), "xxh3_128")
+    text, buf, japanese = task.units.read(task.path)
+    rows, indexes, h1, h2 = unit_hashes(buf, task.units, japanese)
     pending = Commit()
     _hashes(task.work).write(task.part, pa.table({
-        "h1": h1, "h2": h2, "row": np.array(rows, np.int64),
-        "unit": np.array(indexes, np.int32)}), pending)
+        "h1": h1, "h2": h2, "row": rows, "unit": indexes}), pending)
     pending.publish()
-    return _HashResult(len(texts), len(keys))
+    return _HashResult(len(text), len(rows))
+
+
+def unit_hashes(buf: StringBuffers, units: Units, japanese: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(row, unit index, hash high, low) of every non-empty unit. A line's or paragraph's hash
+    is the XXH3-128 of its key; a sentence span's the XXH3-128 of its sentences' key digests
+    (big-endian, in order), so that each sentence is hashed once, not once per span holding
+    it. Keys are written and hashed by the numba kernels; a unit the kernel flags (a
+    character that may compose with its neighbours) is keyed in Python by ``line_units``."""
+    longest = int((buf.ends - buf.starts).max(initial=0))
+    rows, indexes, first, flagged, unit_starts, unit_ends, keys, starts, ends = (
+        unit_keys_kernel(buf.data, buf.starts, buf.ends, units.code, units.span, japanese,
+                         *key_tables(), longest,
+                         piece_bound(buf.data, len(buf.starts), units.code)))
+    width = units.span if units.unit == "sentence_span" else 1
+    high, low = np.empty(len(starts), np.uint64), np.empty(len(starts), np.uint64)
+    xxh3_128_kernel(keys, starts, ends, SECRET64, high, low)
+    digests = np.stack([high, low], axis=1).astype(">u8").view(np.uint8).reshape(-1, 16)
+    for m in np.flatnonzero(flagged):  # the unit's keys in Python, then their digests
+        raw = bytes(buf.data[unit_starts[m]:unit_ends[m]]).decode()
+        spans = line_units.pieces(raw, units.unit, bool(japanese[rows[m]]))
+        own = [line_units.normalise(raw[a:b]) for a, b in spans][:width]
+        if units.unit != "sentence_span":
+            own = [line_units.normalise(raw)]
+        for k, key in enumerate(own):
+            digests[first[m] + k] = np.frombuffer(xxhash.xxh3_128_digest(key.encode()),
+                                                  np.uint8)
+    if width == 1:
+        pairs = digests.view(">u8").reshape(-1, 2)[first].astype(np.uint64)
+        h1, h2 = pairs[:, 0].copy(), pairs[:, 1].copy()
+    else:
+        windows = digests[first[:, None] + np.arange(width)].reshape(-1)
+        bounds = np.arange(len(first) + 1, dtype=np.int64) * 16 * width
+        h1, h2 = np.empty(len(first), np.uint64), np.empty(len(first), np.uint64)
+        xxh3_128_kernel(windows, bounds[:-1], bounds[1:], SECRET64, h1, h2)
+    empty = np.array([], np.int64)
+    if width == 1 and flagged.any():  # only whitespace once normalised: never a duplicate
+        gone = digests.view(">u8").reshape(-1, 2)[first[flagged]]
+        nothing = np.frombuffer(xxhash.xxh3_128_digest(b""), ">u8")
+        empty = np.flatnonzero(flagged)[(gone == nothing).all(axis=1)]
+    if len(empty):
+        keep = np.ones(len(rows), bool)
+        keep[empty] = False
+        rows, indexes, h1, h2 = rows[keep], indexes[keep], h1[keep], h2[keep]
+    return rows, indexes, h1, h2
 
 
 @dataclass(frozen=True)
@@ -166,6 +227,7 @@ class _RewriteTask:
     work: str
     units: Units
     min_chars: int
+    buckets: int
 
 
 @dataclass(frozen=True)
@@ -177,37 +239,39 @@ class _RewriteResult(PhaseResult):
     fractions: list[int]  # changed documents per FRACTION_BINS bin of removed characters
 
 
+def _rewritten(work: str, part: str) -> Path:
+    """A part's rewritten documents (Arrow IPC, uncompressed: a transient file read once)."""
+    return Path(work) / "rewrites" / f"{part}.arrow"
+
+
 def _rewrite_part(task: _RewriteTask) -> _RewriteResult:
-    decisions = ds.dataset(str(Path(task.work) / "decisions"), format="parquet").to_table(
-        filter=ds.field("part") == task.part, columns=["row", "unit"])
-    drops: dict[int, list[int]] = {}
-    for row, unit in zip(decisions.column("row").to_pylist(),
-                         decisions.column("unit").to_pylist(), strict=True):
-        drops.setdefault(row, []).append(unit)
-    texts, langs = task.units.read(task.path)
-    out: dict[str, list[Any]] = {"row": [], TEXT: [], "units": [], "chars": [], "too_short": []}
-    for row in sorted(drops):
-        text = texts[row]
-        spans, _ = task.units.split(text, langs[row])
-        gone = line_units.dropped_pieces(drops[row], task.units.unit, task.units.span)
-        new = line_units.rebuild(text, spans, gone)
-        for name, value in (("row", row), (TEXT, new), ("units", len(gone)),
-                            ("chars", len(text) - len(new)),
-                            ("too_short", len(new.strip()) < task.min_chars)):
-            out[name].append(value)
-    fractions = np.array(out["chars"], np.float64) / np.maximum(
-        [len(texts[r]) for r in out["row"]], 1)
-    bins = np.searchsorted(FRACTION_BINS, fractions, side="left")
+    folder = Path(task.work) / "decisions"
+    decisions = ds.dataset([str(folder / f"bucket-{b:05d}.parquet")  # this run's buckets only
+                            for b in range(task.buckets)], format="parquet").to_table(
+        filter=ds.field("part") == task.part, columns=["row", "unit"]).sort_by(
+        [("row", "ascending"), ("unit", "ascending")])
+    rows, starts = np.unique(decisions.column("row").to_numpy(), return_index=True)
+    units = decisions.column("unit").to_numpy().astype(np.int64)
+    text, buf, japanese = task.units.read(task.path)
+    lengths = pc.utf8_length(text.take(pa.array(rows, pa.int64()))).to_numpy(
+        zero_copy_only=False).astype(np.int64)
+    data, offsets, removed_units, chars, stripped = rebuild_kernel(
+        buf.data, buf.starts, buf.ends, task.units.code, task.units.span, japanese[rows],
+        rows.astype(np.int64), lengths, np.append(starts, len(units)).astype(np.int64), units,
+        int((buf.ends - buf.starts).max(initial=0)))
+    new = pa.LargeStringArray.from_buffers(len(rows), pa.py_buffer(offsets), pa.py_buffer(data))
+    too_short = stripped < task.min_chars
+    bins = np.searchsorted(FRACTION_BINS, chars / np.maximum(lengths, 1), side="left")
     pending = Commit()
-    pq.write_table(pa.table({"row": pa.array(out["row"], pa.int64()),
-                             TEXT: pa.array(out[TEXT], pa.string()),
-                             "units": pa.array(out["units"], pa.int32()),
-                             "chars": pa.array(out["chars"], pa.int64()),
-                             "too_short": pa.array(out["too_short"], pa.bool_())}),
-                   pending.temporary_for(Path(task.work) / "rewrites" / f"{task.name}.parquet"))
+    feather.write_feather(pa.table({"row": pa.array(rows, pa.int64()), TEXT: new,
+                                    "units": pa.array(removed_units, pa.int32()),
+                                    "chars": pa.array(chars, pa.int64()),
+                                    "too_short": pa.array(too_short, pa.bool_())}),
+                          pending.temporary_for(_rewritten(task.work, task.name)),
+                          compression="uncompressed")
     pending.publish()
-    return _RewriteResult(len(out["row"]), sum(out["too_short"]), sum(out["units"]),
-                          sum(out["chars"]),
+    return _RewriteResult(len(rows), int(too_short.sum()), int(removed_units.sum()),
+                          int(chars.sum()),
                           np.bincount(bins, minlength=len(FRACTION_BINS)).tolist())
 
 
@@ -222,7 +286,7 @@ class Rewrites:
     keep_removed_text: bool
 
     def __call__(self, part: int, table: pa.Table) -> Decisions:
-        done = pq.read_table(Path(self.work) / "rewrites" / f"{self.parts[part]}.parquet")
+        done = feather.read_table(_rewritten(self.work, self.parts[part]), memory_map=True)
         n = table.num_rows
         rows = done.column("row").to_numpy()
         short = done.column("too_short").to_numpy(zero_copy_only=False)
@@ -269,24 +333,40 @@ class LineDedup(DatasetStage):
     lang_field: str = Field("lang", description="Column with each document's language (splits "
                             "sentences as Japanese for ja); without it, kana and CJK ideographs "
                             "over 30% of the characters decide.")
-    buckets: int | None = Field(None, gt=0, description="Shuffle buckets; default: 16 to one per "
-                                "256 MB of parts, at most one per part.")
+    buckets: int | None = Field(None, gt=0, description="Shuffle buckets; default: one per "
+                                f"{UNITS_PER_BUCKET:,} units hashed (a count task's rows), at "
+                                "least the other dedup stages' count (16 to one per 256 MB of "
+                                "parts, at most one per part).")
+
+    def warm_up(self) -> None:
+        """The kernels compiled or loaded and the character table built before the first
+        tasks."""
+        units = Units(self.unit, self.span_sentences, None)
+        buf = string_buffers(pa.array(["Warm up. The KERNELS\r\n\n\u00c5ngstr\u00f6m. Now.",
+                                       ""], pa.large_string()))
+        japanese = np.zeros(2, bool)
+        unit_hashes(buf, units, japanese)
+        rebuild_kernel(buf.data, buf.starts, buf.ends, units.code, units.span, japanese,
+                       np.array([0], np.int64), np.array([40], np.int64),
+                       np.array([0, 1], np.int64), np.array([0], np.int64), 40)
+        japanese_by_script(buf.data, buf.starts, buf.ends, np.array([0]), line_units.CJK_SHARE)
 
     def run_dataset(self, parts: list[Path], ctx: DatasetContext) -> DatasetResult:
         started = time.perf_counter()
         work = str(ctx.work_dir)
         has_lang = bool(parts) and self.lang_field in pq.read_schema(parts[0]).names
         units = Units(self.unit, self.span_sentences, self.lang_field if has_lang else None)
-        buckets = self.buckets or default_buckets(parts)
         names = [p.stem for p in parts]
         hashed = ctx.run_phase("hash", _hash_part, [
             _HashTask(name, str(p), work, units) for name, p in zip(names, parts, strict=True)],
             names, _HashResult, reads=parts)
+        buckets = self.buckets or max(default_buckets(parts),
+                                      -(-sum(h.units for h in hashed) // UNITS_PER_BUCKET))
         counted = ctx.run_phase("count", _count_bucket, [
             _CountTask(b, buckets, work, tuple(names), self.min_documents, self.keep_first)
             for b in range(buckets)], [f"bucket-{b:05d}" for b in range(buckets)], _CountResult)
         rewritten = ctx.run_phase("rewrite", _rewrite_part, [
-            _RewriteTask(i, name, str(p), work, units, self.min_chars)
+            _RewriteTask(i, name, str(p), work, units, self.min_chars, buckets)
             for i, (name, p) in enumerate(zip(names, parts, strict=True))], names,
             _RewriteResult)
         outputs, count = ctx.remove(parts, Rewrites(work, tuple(names),
@@ -294,7 +374,7 @@ class LineDedup(DatasetStage):
         count.seconds = time.perf_counter() - started
         edges = ["0", *map(str, FRACTION_BINS)]
         count.facts["line_dedup"] = {
-            "unit": self.unit, "units": sum(h.units for h in hashed),
+            "unit": self.unit, "buckets": buckets, "units": sum(h.units for h in hashed),
             "distinct_units": sum(c.distinct for c in counted),
             "duplicated_units": sum(c.duplicated for c in counted),
             "units_removed": sum(r.units for r in rewritten),

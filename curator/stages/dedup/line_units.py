@@ -23,7 +23,8 @@ Unit = Literal["line", "paragraph", "sentence_span"]
 Span = tuple[int, int]
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r|\n)(?:[^\S\r\n]*(?:\r\n|\r|\n))+")
+# ``\r(?!\n)``: a CRLF is one line break, never a break and an empty line
+_PARAGRAPH_BREAK = re.compile(r"(?:\r\n|\r(?!\n)|\n)(?:[^\S\r\n]*(?:\r\n|\r(?!\n)|\n))+")
 _CLOSE = r"[)\]}\"'’”」』）］】〕〉》]*"
 _END = r"(?=[\r\n])|\Z"  # a line break or the text's end ends a sentence too
 _SENTENCE = re.compile(rf"\S[^\r\n]*?(?:[。！？｡]+{_CLOSE}|[.!?]+{_CLOSE}(?=\s|\Z)|{_END})")
