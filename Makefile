@@ -95,6 +95,10 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_exact_hash.py --mb 100
 	$(PY) benchmarks/bench_dedup_product.py --gb 0.05 --devices cpu --stage fuzzy --workers 2 --part-mb 10
 	$(PY) benchmarks/bench_dedup_memory.py --gb 0.12 --factor 4 --devices cpu --workers 2
+	$(PY) benchmarks/bench_dedup_memory.py --stage line --gb 0.5 --factor 4 --devices cpu --workers 2
+	$(PY) benchmarks/bench_line_dedup.py --mb 500 --part-mb 30 --unit sentence_span  # vs datatrove's SentenceDedup, the same splits
+	$(PY) benchmarks/bench_line_dedup.py --mb 500 --part-mb 30 --unit line
+	$(PY) benchmarks/bench_line_dedup.py --mb 20 --part-mb 5 --unit sentence_span --splitter spacy --japanese 0  # datatrove's own splitter
 	$(PY) benchmarks/bench_extract.py
 	$(PY) benchmarks/bench_e2e.py --copies 1 --dir bench-data/e2e-unique --out benchmarks/results_e2e_unique.md  # whole chain vs DataTrove, each page once (the README's figure)
 	$(PY) benchmarks/bench_e2e.py  # the same pages five times over

@@ -1,14 +1,17 @@
 """line_dedup through `curate run` against datatrove's SentenceDedup on the same web pages.
 
-    python benchmarks/bench_line_dedup.py --mb 100 --unit line
-    python benchmarks/bench_line_dedup.py --mb 50 --unit sentence_span --japanese 0
+    python benchmarks/bench_line_dedup.py --mb 500 --part-mb 30 --unit sentence_span
+    python benchmarks/bench_line_dedup.py --mb 500 --part-mb 30 --unit line
+    python benchmarks/bench_line_dedup.py --mb 20 --unit sentence_span --splitter spacy --japanese 0
 
 Pages: line_docs.py (real sentences, site boilerplate). Settings matched on both sides: a unit
 in two or more places is removed from every place but the first in input order (datatrove: one
 task over every file, so its document index is the input order); ``line``: datatrove's
 ``split_sentences=False``, ``n_sentences=1`` (both split at line breaks); ``sentence_span``:
-three-sentence windows, datatrove splitting with its spaCy sentencizer, curator with its own
-rules; units compared lower-cased with whitespace collapsed (datatrove's number, punctuation and
+three-sentence windows, datatrove splitting with curator's rules (``--splitter curator``: the
+same sentences on both sides) or with its own spaCy sentencizer (``--splitter spacy``: English
+pages of only the pool's sentences both splitters take alike, so that the windows match);
+units compared lower-cased with whitespace collapsed (datatrove's number, punctuation and
 diacritic folding off, as curator has none); no minimum length but "not empty" (curator
 ``min_chars: 1``; datatrove ``min_doc_words: 0, min_num_sentences: 0``). Each side runs as one
 command, measured whole (wall, CPU seconds and peak RSS of its process tree: proctree.py):

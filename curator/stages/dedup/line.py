@@ -63,6 +63,9 @@ REASON_SHORT = "line_dedup_too_short"
 #: Unit occurrences per shuffle bucket by default: 8 MB of hash rows, so that a count task's
 #: memory stays flat as the corpus grows (the bucket count grows instead).
 UNITS_PER_BUCKET = 1 << 18
+#: Rows per row group of a bucket's decisions, sorted by part: a rewrite task reads the row
+#: groups of its own part only (their statistics), so its memory does not grow with the corpus.
+DECISION_ROWS = 8192
 #: Upper bounds of the removed-character fraction of a changed document (stats.json).
 FRACTION_BINS = (0.1, 0.25, 0.5, 0.75, 1.0)
 
@@ -214,7 +217,7 @@ def _count_bucket(task: _CountTask) -> _CountResult:
     final = Path(task.work) / "decisions" / f"bucket-{task.bucket:05d}.parquet"
     pq.write_table(table.select(["part", "row", "unit"]).take(pa.array(drop))
                    .sort_by([("part", "ascending"), ("row", "ascending")]),
-                   pending.temporary_for(final))
+                   pending.temporary_for(final), row_group_size=DECISION_ROWS)
     pending.publish()
     return _CountResult(len(documents), int((documents >= task.min_documents).sum()), len(drop))
 
