@@ -204,9 +204,27 @@ def _log_bins(edges: list[float]) -> bool:
         abs(edges[2] / edges[1] - edges[1] / edges[0]) < 1e-6 * edges[1] / edges[0]
 
 
+def _line_dedup(s: Stage, facts: dict[str, Any]) -> str:
+    """Line dedup's totals and its changed documents per share of characters removed."""
+    totals = ", ".join(f"{k.replace('_', ' ')}: {facts[k]:,}" for k in (
+        "units", "duplicated_units", "units_removed", "chars_removed", "documents_changed",
+        "documents_too_short") if isinstance(facts.get(k), int))
+    shares = facts.get("removed_fraction") or {}
+    rows = [(f"{k} removed", [Segment(n, REMOVED, f"{n:,} documents lost {k} of their "
+                                                   "characters")], f"{n:,}")
+            for k, n in shares.items()]
+    plot = ("<p class='note'>changed documents per share of their characters removed</p>"
+            + bars(rows, f"line dedup {s['name']}", width=360, label_width=140)) if rows else ""
+    return (f"<h3>{escape(s['name'])}</h3><p>{escape(str(facts.get('unit', '')))} units · "
+            f"{escape(totals)}</p>{plot}")
+
+
 def _dedup(stages: list[Stage]) -> str:
     parts = []
     for s in stages:
+        if isinstance(s.get("line_dedup"), dict):
+            parts.append(_line_dedup(s, s["line_dedup"]))
+            continue
         facts = s.get("dedup")
         if not isinstance(facts, dict):
             continue

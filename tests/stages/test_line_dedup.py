@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator import LineDedup, Pipeline, ReadJsonl, WriteParquet
+from curator.report.html import render_html
 from tests.conftest import assert_accounting, sample_documents
 from tests.published import published_differences
 
@@ -202,6 +203,11 @@ def _check(run, docs, unit, keep_first, too_short=()) -> dict:
     assert facts["chars_removed"] == sum(r["dup_chars_removed"] for r in kept + removed)
     assert facts["documents_too_short"] == len(too_short)
     assert sum(facts["removed_fraction"].values()) == facts["documents_changed"]
+    page = render_html(stats)  # the report states the totals and the histogram
+    assert f"units removed: {facts['units_removed']:,}" in page
+    assert f"chars removed: {facts['chars_removed']:,}" in page
+    for share, n in facts["removed_fraction"].items():
+        assert n == 0 or f"{n:,} documents lost {share} of their characters" in page
     return facts
 
 
