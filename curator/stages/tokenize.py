@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import pyarrow as pa
 import xxhash
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from curator.batch import ID, REASON, SOURCE, TEXT, BatchResult, Failure, id_fractions
 from curator.formats.blend import Blend
@@ -85,8 +85,17 @@ class Tokenize(TokenizingSink):
         "e.g. source or lang). Default: one entry per source when the pipeline reads several "
         "(its source stages; named by the source column), one entry otherwise; '' for one "
         "entry whatever the sources.")
+    group_by: list[str] | None = Field(
+        None, min_length=1, description="Columns whose values together name each document's "
+        "blend entry, joined by '/' (e.g. [lang, quality] → 'ja/high'; a null value reads "
+        "'none'): one entry per combination present. Not with source_field.")
     weights: dict[str, float] | None = Field(None, description="Relative weight per source; "
                                              "default: the natural mix (token counts).")
+    repeats: dict[str, float] | None = Field(
+        None, description="Repeat factor per source (blend entry): its weight is its tokens "
+        "times the factor, 1 for an entry not named (Nemotron-CC repeats its high-quality "
+        "levels); train_tokens then defaults to the repeated blend's tokens, so an entry's "
+        "epochs are its factor. Not with weights.")
     split: dict[Literal["train", "valid", "test"], float] | None = Field(
         None, description="Fractions per split, e.g. {train: 0.98, valid: 0.01, test: 0.01}; "
         "assigned by a seeded hash of the document id.")
@@ -131,6 +140,44 @@ class Tokenize(TokenizingSink):
             raise ValueError("at least one source needs a positive weight")
         return value
 
+    @field_validator("repeats")
+    @classmethod
+    def _check_repeats(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        if value is not None and any(not math.isfinite(r) or r < 0 for r in value.values()):
+            raise ValueError(f"repeats must be finite and non-negative; got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_way_to_name_and_weigh(self) -> Tokenize:
+        if self.group_by and self.source_field is not None:
+            raise ValueError("source_field and group_by both name blend entries: give one")
+        if self.repeats is not None and self.weights is not None:
+            raise ValueError("weights and repeats both weigh blend entries: give one")
+        return self
+
+    def entry_columns(self) -> list[str]:
+        """The columns naming each document's blend entry (source_field or group_by)."""
+        return list(self.group_by or ([self.source_field] if self.source_field else []))
+
+    def entry_names(self, table: pa.Table, default: str) -> list[str]:
+        """Each row's blend entry: ``default`` without source_field and group_by."""
+        columns = self.entry_columns()
+        if not columns:
+            return [default] * table.num_rows
+        if self.group_by:
+            values = zip(*(table.column(c).to_pylist() for c in columns), strict=True)
+            return ["/".join("none" if v is None or v == "" else str(v) for v in row)
+                    for row in values]
+        raw = table.column(columns[0]).to_pylist()
+        return [default if v is None or v == "" else str(v) for v in raw]
+
+    def entry_weight(self, entry: str, tokens: int) -> float | None:
+        """An entry's blend weight: from weights, from repeats (tokens x factor), or None (the
+        natural mix) — 0 or None from weights leaves it out."""
+        if self.repeats is not None:
+            return tokens * self.repeats.get(entry, 1.0)
+        return None if self.weights is None else self.weights.get(entry)
+
     @field_validator("split")
     @classmethod
     def _check_split(cls, value: dict[str, float] | None) -> dict[str, float] | None:
@@ -151,8 +198,10 @@ class Tokenize(TokenizingSink):
 
     # ------------------------------------------------------------------ per batch
     def process(self, batch: pa.Table) -> BatchResult:
-        if self.source_field and self.source_field not in batch.column_names:
-            error = (f"no column {self.source_field!r} (source_field) in the batch; columns: "
+        absent = [c for c in self.entry_columns() if c not in batch.column_names]
+        if absent:
+            which = "group_by" if self.group_by else "source_field"
+            error = (f"no column {absent[0]!r} ({which}) in the batch; columns: "
                      f"{batch.column_names}")
             return BatchResult(kept=batch.slice(0, 0), failed=[
                 Failure(stage=self.name or self.type, error=error, id=i)
@@ -191,11 +240,12 @@ class Tokenize(TokenizingSink):
         """How many times training on the blend (``train_tokens``, or its own train tokens)
         goes through each weighted source's train tokens; a warning past ``max_epochs``."""
         tokens = {s: _train_tokens(v) for s, v in by_source.items()}
-        weights = {s: (self.weights or {}).get(s, 0.0) if self.weights is not None else n
-                   for s, n in tokens.items()}
+        weights = {s: n if self.weights is None and self.repeats is None
+                   else self.entry_weight(s, n) or 0.0 for s, n in tokens.items()}
         weighted = {s: w for s, w in weights.items() if w and tokens[s]}
         total = sum(weighted.values())
-        budget = self.train_tokens or sum(tokens[s] for s in weighted)
+        budget = self.train_tokens or (sum(weighted.values()) if self.repeats is not None
+                                       else sum(tokens[s] for s in weighted))
         epochs = {s: round(w / total * budget / tokens[s], 3) for s, w in weighted.items()}
         for source, times in epochs.items():
             if times > self.max_epochs:
@@ -221,7 +271,8 @@ class Tokenize(TokenizingSink):
         groups: dict[tuple[str, str], list[ShardInfo]] = {}
         for info in sorted(shard_infos, key=lambda i: i["part"]):
             for f in info["files"]:
-                source = f["source"] if self.source_field or per_source else default_source
+                source = (f["source"] if self.source_field or self.group_by or per_source
+                          else default_source)
                 groups.setdefault((source, f["split"]), []).append(ShardInfo(
                     prefix=str(out / f["prefix"]), num_sequences=f["documents"],
                     num_documents=f["documents"], num_tokens=f["tokens"],
@@ -248,10 +299,11 @@ class Tokenize(TokenizingSink):
                 warnings.append(f"'weights' names sources that have no tokens: {unused}")
         blend = Blend()
         for (source, split), shards in groups.items():
-            weight = None if self.weights is None else self.weights.get(source)
-            if self.weights is not None and not weight:
+            tokens = sum(s.num_tokens for s in shards)
+            weight = self.entry_weight(source, tokens)
+            if (self.weights is not None or self.repeats is not None) and not weight:
                 continue
-            if sum(s.num_tokens for s in shards):
+            if tokens:
                 blend.add(source, shards, weight=weight, split=split)
         result: dict[str, Any] = {
             "output": str(out.resolve()),
@@ -305,7 +357,7 @@ class _TokenWriter:
         self.writers: dict[tuple[str, str], ShardedIndexedDatasetWriter] = {}
         # source_field unset: the shard is one source's (its source stage); named at close by
         # the source column's most common value, grouped per source by finalize if several
-        self.by_shard = stage.source_field is None
+        self.by_shard = stage.source_field is None and not stage.group_by
         self.source_values: Counter[str] = Counter()
 
     def _temporary(self, final: str) -> str:
@@ -315,7 +367,7 @@ class _TokenWriter:
         key = (source, split)
         if key not in self.writers:
             name = self.base
-            if self.stage.source_field:
+            if self.stage.entry_columns():
                 name += f"_{safe_name(source)}"
             if self.stage.split:
                 name += f"_{split}"
@@ -356,17 +408,13 @@ class _TokenWriter:
         n = table.num_rows
         if self.by_shard and SOURCE in table.column_names:
             self.source_values.update(s for s in table.column(SOURCE).to_pylist() if s)
-        if self.stage.source_field:
-            raw = table.column(self.stage.source_field).to_pylist()
-            sources = [self.default_source if s is None or s == "" else str(s) for s in raw]
-        else:
-            sources = [self.default_source] * n
+        sources = self.stage.entry_names(table, self.default_source)
         if self.stage.split:
             splits = [SPLITS[i] for i in split_of(table.column(ID).to_pylist(), self.stage.split,
                                                    self.stage.seed)]
         else:
             splits = ["train"] * n
-        if not self.stage.source_field and not self.stage.split:
+        if not self.stage.entry_columns() and not self.stage.split:
             return {(self.default_source, "train"): np.arange(n)}
         groups: dict[tuple[str, str], list[int]] = {}
         for i, key in enumerate(zip(sources, splits, strict=True)):

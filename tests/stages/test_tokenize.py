@@ -390,3 +390,57 @@ def test_one_source_keeps_one_entry_named_after_the_dataset(tok_path, tmp_path):
                                                                   progress=False)
     assert _blend_sources(run) == {"tokenize": sorted(_token_names(run))}
     assert len(_token_names(run)) == 4
+
+
+def test_group_by_language_and_quality_weighs_each_group_and_megatron_reads_it(tok_path, tok,
+                                                                                tmp_path):
+    """group_by [lang, quality] with repeats: one blend entry per (language, quality) present,
+    weight = its tokens x its repeat factor (epochs = the factor), and megatron-core's blended
+    builder samples the groups in those shares."""
+    from megatron.core.datasets.blended_megatron_dataset_builder import (
+        BlendedMegatronDatasetBuilder,
+    )
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+    from megatron.core.datasets.utils import get_blend_from_list
+
+    from tests.io.test_megatron import _MegatronTok
+
+    levels = ["high", "medium", "low"]
+    docs = [{"id": d["id"], "text": d["text"], "lang": d["source"],
+             "quality": levels[k % 3] if k % 7 else None} for k, d in enumerate(_sample())]
+    (tmp_path / "in").mkdir()
+    write_parts(tmp_path / "in", deal(docs, 3))
+    repeats = {"en/high": 3.0, "ja/high": 2.0, "en/none": 0.0}
+    run = tmp_path / "run"
+    Pipeline([ReadJsonl(path=str(tmp_path / "in" / "part-*.jsonl")),
+              Tokenize(tokenizer=tok_path, group_by=["lang", "quality"], repeats=repeats,
+                       seq_length=128)], output=str(run)).run(executor="local", progress=False)
+    stage = json.loads((run / "stats.json").read_text())["stages"][-1]
+    tokens = {g: v["train"]["tokens"] for g, v in stage["by_source"].items()}
+    present = {f"{d['lang']}/{d['quality'] or 'none'}" for d in docs if d["text"]}
+    assert set(tokens) == present and len(present) == 8
+    weights = {g: n * repeats.get(g, 1.0) for g, n in tokens.items() if repeats.get(g, 1.0)}
+    blend = json.loads((run / "tokens" / "blend.json").read_text())
+    sources = blend["splits"]["train"]["sources"]
+    assert set(sources) == set(weights)  # en/none repeated 0 times: left out
+    total = sum(weights.values())
+    assert {g: s["share"] for g, s in sources.items()} == pytest.approx(
+        {g: w / total for g, w in weights.items()})
+    assert stage["epochs"] == pytest.approx({g: repeats.get(g, 1.0) for g in weights}, rel=1e-3)
+
+    prefixes, shares = get_blend_from_list(blend["splits"]["train"]["data_path"])
+    seqs = json.loads(Path(blend["per_dataset_sequences_path"]).read_text())
+    config = GPTDatasetConfig(
+        random_seed=1, sequence_length=128, blend=(prefixes, shares), split="100,0,0",
+        path_to_cache=None, tokenizer=_MegatronTok(tok).tok, reset_position_ids=False,
+        reset_attention_mask=False, eod_mask_loss=False, create_attention_mask=False,
+        sequences_per_dataset={k: tuple(v) for k, v in seqs.items()})
+    n_samples = 400
+    train, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [n_samples, 0, 0], lambda: True,
+                                                config).build()
+    group_of = {s["prefix"]: g for g, e in sources.items() for s in e["shards"]}
+    drawn = {g: 0 for g in sources}
+    for i in range(n_samples):
+        drawn[group_of[train.datasets[train.dataset_index[i]].dataset_path]] += 1
+    for group, entry in sources.items():
+        assert abs(drawn[group] / n_samples - entry["share"]) < 0.02, (group, drawn)
