@@ -379,9 +379,14 @@ def _token_counts(stages: list[Stage]) -> str:
                     f"<td>{figures['documents']:,}</td>"
                     f"<td>{figures['documents'] / total_docs:.1%}</td>"
                     f"<td>{'-' if times is None else f'{times:g}'}</td></tr>")
+        repeated = s.get("repeated") or {}
+        rehydrated = (f"; rehydration wrote {repeated['copies']:,} extra copies of documents "
+                      f"({repeated['tokens']:,} tokens), counted above"
+                      if repeated.get("copies") else "")
         out.append(f"<h2>Tokens: {escape(_stage_label(s))}</h2><p class='note'>{s['tokens']:,} "
                    f"tokens in {s['documents']:,} documents; per source and split; epochs: how "
-                   "many times training on the blend goes through a source's train tokens</p>"
+                   "many times training on the blend goes through a source's train tokens"
+                   f"{escape(rehydrated)}</p>"
                    "<table><tr><th class='l'>source</th><th class='l'>split</th><th>tokens</th>"
                    "<th>of tokens</th><th>documents</th><th>of documents</th><th>epochs</th></tr>"
                    + "".join(rows) + "</table>")

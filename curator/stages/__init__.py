@@ -44,6 +44,7 @@ BUILTIN_STAGES: tuple[BuiltinStage, ...] = (
     BuiltinStage("classifier_filter", "curator.stages.filters.classifier", "ClassifierFilter"),
     BuiltinStage("sample", "curator.stages.sample", "Sample"),
     BuiltinStage("quality_buckets", "curator.stages.quality_buckets", "QualityBuckets"),
+    BuiltinStage("rehydrate", "curator.stages.rehydrate", "Rehydrate", releases_gil=True),
     BuiltinStage("exact_dedup", "curator.stages.dedup.exact", "ExactDedup", releases_gil=True,
                  preload=(NUMBA,)),
     BuiltinStage("url_dedup", "curator.stages.dedup.url", "UrlDedup"),

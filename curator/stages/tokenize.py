@@ -96,6 +96,10 @@ class Tokenize(TokenizingSink):
         "times the factor, 1 for an entry not named (Nemotron-CC repeats its high-quality "
         "levels); train_tokens then defaults to the repeated blend's tokens, so an entry's "
         "epochs are its factor. Not with weights.")
+    repeat_field: str | None = Field(
+        None, description="Column with the times each document is written (rehydrate's "
+        "repeats): its tokens go into the .bin that many times in a row; a null reads 1, 0 "
+        "writes it not at all (the row stays in the stage's output).")
     split: dict[Literal["train", "valid", "test"], float] | None = Field(
         None, description="Fractions per split, e.g. {train: 0.98, valid: 0.01, test: 0.01}; "
         "assigned by a seeded hash of the document id.")
@@ -198,9 +202,12 @@ class Tokenize(TokenizingSink):
 
     # ------------------------------------------------------------------ per batch
     def process(self, batch: pa.Table) -> BatchResult:
-        absent = [c for c in self.entry_columns() if c not in batch.column_names]
+        absent = [c for c in [*self.entry_columns(), *([self.repeat_field] if self.repeat_field
+                                                        else [])]
+                  if c not in batch.column_names]
         if absent:
-            which = "group_by" if self.group_by else "source_field"
+            which = ("repeat_field" if absent[0] == self.repeat_field
+                     else "group_by" if self.group_by else "source_field")
             error = (f"no column {absent[0]!r} ({which}) in the batch; columns: "
                      f"{batch.column_names}")
             return BatchResult(kept=batch.slice(0, 0), failed=[
@@ -316,6 +323,9 @@ class Tokenize(TokenizingSink):
             "tensor_parallel_size": self.tensor_parallel_size,
             "encoders": sorted({i["encoder"] for i in shard_infos if i.get("encoder")}),
         }
+        if self.repeat_field:
+            result["repeated"] = {k: sum(i.get("repeated", {}).get(k, 0) for i in shard_infos)
+                                  for k in ("copies", "tokens")}
         if self.seq_length:
             result["seq_length"] = self.seq_length
             for split, entry in by_split.items():
@@ -358,6 +368,8 @@ class _TokenWriter:
         # source_field unset: the shard is one source's (its source stage); named at close by
         # the source column's most common value, grouped per source by finalize if several
         self.by_shard = stage.source_field is None and not stage.group_by
+        self.copies = 0  # documents written more than once: the extra copies and their tokens
+        self.copy_tokens = 0
         self.source_values: Counter[str] = Counter()
 
     def _temporary(self, final: str) -> str:
@@ -386,6 +398,10 @@ class _TokenWriter:
         if table.num_rows == 0:
             return []
         flat, lengths = payload
+        if self.stage.repeat_field:
+            table, flat, lengths = self._repeated(table, flat, lengths)
+            if table.num_rows == 0:
+                return []
         keys = self._keys(table)
         try:
             if len(keys) == 1:
@@ -402,6 +418,21 @@ class _TokenWriter:
                 f"vocabulary ({self.tok.vocab_size}) does not hold: it is misconfigured, so the "
                 "run stops") from None
         return []
+
+    def _repeated(self, table: pa.Table, flat: np.ndarray, lengths: np.ndarray
+                  ) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+        """Each document and its tokens ``repeat_field`` times in a row."""
+        times = table.column(self.stage.repeat_field).cast(pa.int64()).fill_null(1).to_numpy(
+            zero_copy_only=False).clip(0)
+        self.copies += int(times.sum()) - table.num_rows
+        self.copy_tokens += int((lengths * times).sum() - lengths.sum())
+        rows = np.repeat(np.arange(table.num_rows), times)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        new_lengths = lengths[rows]
+        offsets = np.concatenate([[0], np.cumsum(new_lengths)[:-1]]).astype(np.int64)
+        token_rows = np.repeat(np.arange(len(rows)), new_lengths)
+        index = starts[rows][token_rows] + np.arange(int(new_lengths.sum())) - offsets[token_rows]
+        return table.take(pa.array(rows, pa.int64())), flat[index], new_lengths
 
     def _keys(self, table: pa.Table) -> dict[tuple[str, str], np.ndarray]:
         """Row indices per (source, split), in order of first appearance."""
@@ -436,6 +467,7 @@ class _TokenWriter:
                 "files": files,
                 "tokens": sum(f["tokens"] for f in files),
                 "documents": sum(f["documents"] for f in files),
+                "repeated": {"copies": self.copies, "tokens": self.copy_tokens},
                 "vocab_size": self.tok.vocab_size, "tokenizer_hash": self.stage._tok_hash,
                 "encoder": self.tok.encoder_note}
 

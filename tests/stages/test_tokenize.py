@@ -17,6 +17,7 @@ import pytest
 from curator import Pipeline, ReadJsonl, Tokenize
 from curator.config import ConfigError, load_pipeline, parse_pipeline
 from curator.formats.megatron import TokenOutOfVocabError
+from curator.report.html import render_html
 from curator.stages.tokenize import EMPTY_REASON, SPLITS, split_of
 from curator.tokenization.loading import Tokenizer, load_tokenizer
 from curator.tokenization.training import train_bpe
@@ -444,3 +445,63 @@ def test_group_by_language_and_quality_weighs_each_group_and_megatron_reads_it(t
         drawn[group_of[train.datasets[train.dataset_index[i]].dataset_path]] += 1
     for group, entry in sources.items():
         assert abs(drawn[group] / n_samples - entry["share"]) < 0.02, (group, drawn)
+
+
+SIZES = [1] * 12 + [2] * 4 + [3] * 3 + [4] * 3 + [5] * 2 + [7, 99, 100, 101]
+
+
+def _chunks() -> list[str]:
+    """Distinct passages of the sample (400 characters each), for clusters of copies."""
+    chunks = []
+    for d in _sample():
+        text = " ".join(d["text"].split())
+        chunks += [text[k:k + 400] for k in range(0, len(text) - 400, 4000)]
+    return chunks
+
+
+def test_rehydrated_documents_are_written_as_often_as_the_schedule_says(tok_path, tok, tmp_path):
+    """Planted clusters of copies (sizes 1 to 101) through fuzzy_dedup → rehydrate (FineWeb-2's
+    schedule) → tokenize(repeat_field): every kept document's tokens are in the Megatron shards
+    exactly schedule(cluster size) times, in a row; megatron-core reads them."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    from curator import FuzzyDedup, Rehydrate
+
+    chunks = _chunks()
+    assert len(chunks) >= len(SIZES)
+    docs = [{"id": f"c{c:03d}-{k:03d}", "text": chunks[c]}
+            for c, size in enumerate(SIZES) for k in range(size)]
+    (tmp_path / "in").mkdir()
+    write_parts(tmp_path / "in", deal(docs, 3))
+    run = tmp_path / "run"
+    rehydrate = Rehydrate()
+    Pipeline([ReadJsonl(path=str(tmp_path / "in" / "part-*.jsonl")),
+              FuzzyDedup(buckets=3, device="cpu"), rehydrate,
+              Tokenize(tokenizer=tok_path, repeat_field="repeats")],
+             output=str(run)).run(executor="local", progress=False)
+    assert_accounting(run)
+    want = {tuple(tok.encode_batch([chunks[c]])[0]): int(rehydrate.repeats(np.array([s]))[0])
+            for c, s in enumerate(SIZES)}
+    assert sorted(want.values()) == sorted([1] * 12 + [2] * 4 + [3] * 6 + [5] * 4 + [8] * 2)
+    seen: list[tuple[int, ...]] = []
+    for prefix in sorted({p.with_suffix("") for p in (run / "tokens").glob("*.bin")}):
+        ds = IndexedDataset(str(prefix))
+        seen += [tuple(int(t) for t in ds[i][:-1]) for i in range(len(ds))]  # EOD dropped
+    assert {doc: seen.count(doc) for doc in want} == want
+    assert len(seen) == sum(want.values())
+    runs = [k for k in range(1, len(seen)) if seen[k] != seen[k - 1]]
+    assert len(runs) + 1 == len(want)  # each document's copies are consecutive
+    stage = json.loads((run / "stats.json").read_text())["stages"][-1]
+    assert stage["repeated"]["copies"] == sum(want.values()) - len(want)
+    page = render_html(json.loads((run / "stats.json").read_text()))
+    assert f"rehydration wrote {stage['repeated']['copies']:,} extra copies" in page
+
+
+def test_rehydrate_schedule_is_fineweb2_s():
+    from curator import Rehydrate
+
+    sizes = np.arange(0, 2500)
+    got = Rehydrate().repeats(sizes)
+    want = [1 if s <= 1 else s if s <= 3 else 3 if s == 4 else 5 if s < 100 else 8 if s < 1000
+            else 1 for s in sizes]
+    assert got.tolist() == want
