@@ -166,7 +166,11 @@ def report(run_dir: Path) -> None:
     _stdout().print(funnel_table(stats))
     for line in phase_lines(stats):
         typer.echo(line)
-    typer.echo(f"report: {write_report(run_dir, stats)}")
+    from curator.runtime.driver.recorded import parquet_outputs
+
+    with one_line_errors():  # a plugin stage's file gone
+        outputs = parquet_outputs(RunDir(run_dir))
+    typer.echo(f"report: {write_report(run_dir, stats, outputs[-1] if outputs else None)}")
 
 
 @app.command()

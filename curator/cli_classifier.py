@@ -61,3 +61,39 @@ def train(
                f"AUC {_figure(m.auc)}; at 0.5: precision {_figure(m.precision)}, "
                f"recall {_figure(m.recall)}")
     typer.echo(f"wrote {output} and {output}.json  (use it as  model: {output})")
+
+
+@classifier_app.command("eval")
+def evaluate(
+    model: Annotated[Path, typer.Option(help="A model classifier_filter takes (fastText, Hugging "
+                                        "Face directory, NeMo checkpoint).")],
+    labelled: Annotated[Path, typer.Option(help="JSONL (.gz) of documents with a label.")],
+    positive: Annotated[str, typer.Option(help="The label value of good documents.")] = "good",
+    label_field: Annotated[str, typer.Option(help="Field holding the label.")] = "label",
+    text_field: Annotated[str, typer.Option(help="Field holding the text.")] = "text",
+    label: Annotated[str | None, typer.Option(
+        help="The model's label whose probability is the score (classifier_filter's label).")]
+        = None,
+) -> None:
+    """Score labelled documents as classifier_filter does; print the AUC of the score against
+    the labels (documents without text are left out and counted)."""
+    import numpy as np
+
+    from curator import ClassifierFilter
+    from curator.stages.filters.classifier_training import labelled_texts, roc_auc
+
+    try:
+        texts, good = labelled_texts(labelled, text_field, label_field, positive)
+        stage = ClassifierFilter(model=str(model), **({"label": label} if label else {}))
+        stage.check()
+    except ValueError as err:
+        fail(str(err), USAGE)
+    import pyarrow as pa
+
+    batch = pa.table({"id": [str(i) for i in range(len(texts))], "text": texts})
+    scores = stage.scores(batch)[stage.score_field].to_numpy(zero_copy_only=False)
+    scored = ~np.isnan(scores)
+    auc = roc_auc(good[scored].astype(int), scores[scored])
+    typer.echo(f"AUC {_figure(auc)} on {int(scored.sum()):,} labelled documents "
+               f"({int(good[scored].sum()):,} {positive}, {int((~good[scored]).sum()):,} other; "
+               f"{int((~scored).sum()):,} without text left out)")

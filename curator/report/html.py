@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from curator.counts import per_second
+from curator.report import show as shown
 from curator.report.funnel import compute_line, load_stats, partial_line, phase_lines
 from curator.report.svg import (
     AFTER,
@@ -40,21 +41,55 @@ STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;color:#212529;max-wid
          "width:11px;height:11px;margin-right:4px}.note{color:#495057;font-size:13px}")
 
 
-def write_report(run_dir: str | Path, stats: dict[str, Any] | None = None) -> Path:
-    """Write ``report.html`` into the run directory and return its path."""
+#: Documents shown per example block (kept, and removed per stage).
+EXAMPLES = 3
+
+
+def write_report(run_dir: str | Path, stats: dict[str, Any] | None = None,
+                 kept_folder: Path | None = None) -> Path:
+    """Write ``report.html`` into the run directory and return its path; with ``kept_folder``
+    (the last writer's Parquet parts) the examples show kept documents too."""
     stats = stats or load_stats(run_dir)
     path = RunDir(run_dir).report_file
-    path.write_text(render_html(stats), encoding="utf-8")
+    path.write_text(render_html(stats, examples(RunDir(run_dir), kept_folder)), encoding="utf-8")
     return path
 
 
-def render_html(stats: dict[str, Any]) -> str:
+def examples(run_dir: RunDir, kept_folder: Path | None, n: int = EXAMPLES) -> str:
+    """Kept and removed documents side by side: the first ``n`` by id of what the run kept and
+    of what each stage removed with its text kept (all of it with ``rejected: documents``, a 1 %
+    sample otherwise), with their columns (scores, reasons)."""
+    blocks = []
+    if kept_folder is not None and kept_folder.is_dir():
+        picked = shown.kept(kept_folder, None, n)
+        blocks.append(_example_block(f"kept ({picked.matched:,})", picked.rows))
+    for folder in run_dir.rejected_folders(None):
+        picked = shown.removed(run_dir, folder.name, None, None, n)
+        if picked.rows:
+            blocks.append(_example_block(f"removed by {folder.name} ({picked.matched:,}, "
+                                         f"{picked.without_text:,} without text kept)",
+                                         picked.rows))
+    if not blocks:
+        return ""
+    return ("<h2>Examples</h2><p class='note'>the first documents by id; "
+            "<code>curate show</code> prints more</p>" + "".join(blocks))
+
+
+def _example_block(title: str, rows: list[dict[str, Any]]) -> str:
+    items = "".join(
+        f"<li><span class='note'>{escape(head)}</span><br>{escape(text.strip())}</li>"
+        for head, text in (shown.describe(row) for row in rows))
+    return f"<h3>{escape(title)}</h3><ul>{items}</ul>"
+
+
+def render_html(stats: dict[str, Any], examples_html: str = "") -> str:
     stages: list[Stage] = stats["stages"]
     name = escape(str(stats.get("name", "")))
     sections = [_partial(stats), _summary(stats), _warnings(stages), _left(stats),
                 _funnel(stages), _reasons(stages), _token_counts(stages), _languages(stages),
                 _lengths(stages), _signals(stages), _dedup(stages), _contamination(stages),
-                _time(stages), _compute(stats), _workers(stats), _phases(stats)]
+                examples_html, _time(stages), _compute(stats), _workers(stats),
+                _phases(stats)]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>curator: {name}</title><style>{STYLE}</style></head><body>"
             f"<h1>curator run: {name}</h1>{''.join(s for s in sections if s)}</body></html>")

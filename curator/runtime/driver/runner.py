@@ -190,8 +190,10 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
         run_facts["left"] = [item.to_dict() for item in left]
     stats = write_stats(run_dir, pipeline, manifests, dataset_counts, extras, run_facts)
     from curator.report.html import write_report
+    from curator.runtime.driver.recorded import parquet_outputs
 
-    write_report(run_dir.root, stats)
+    outputs = parquet_outputs(run_dir)
+    write_report(run_dir.root, stats, outputs[-1] if outputs else None)
     if left:
         raise RunIncomplete(left)
     n_ran = len(ran & set(range(len(inputs))))

@@ -80,6 +80,28 @@ def read_texts(path: str | Path, text_field: str = "text") -> list[str]:
     return texts
 
 
+def labelled_texts(path: str | Path, text_field: str, label_field: str, positive: str
+                   ) -> tuple[list[str], np.ndarray]:
+    """The texts of a JSONL (.gz) file and whether each one's label is ``positive``;
+    ``ValueError`` (one line) for a line without the fields or a file with one class only."""
+    if not Path(path).is_file():
+        raise ValueError(f"{path}: no such file")
+    texts, good = [], []
+    for n, line in enumerate(_lines(Path(path)), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            texts.append(str(record[text_field]))
+            good.append(str(record[label_field]) == positive)
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"{path}:{n}: not a JSON object with {text_field!r} and "
+                             f"{label_field!r} ({type(err).__name__})") from None
+    if all(good) or not any(good):
+        raise ValueError(f"{path}: every document is labelled the same: the AUC needs both")
+    return texts, np.array(good)
+
+
 def split(texts: list[str], fraction: float, rng: np.random.Generator
           ) -> tuple[list[str], list[str]]:
     """(train, held out): a seeded shuffle, ``fraction`` held out (none when fraction is 0)."""
