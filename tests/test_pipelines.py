@@ -20,8 +20,9 @@ from tests.conftest import ROOT, assert_accounting
 from tests.faulty_http import FaultyServer
 
 PIPELINES = sorted((ROOT / "pipelines").glob("*.yaml"))
-#: Recipes whose inputs their headers build: validated where those ran (tests/test_recipes.py).
-RECIPES = ("ja_edu",)
+#: Quality-selection recipes whose models their headers fetch or train: validated with those
+#: built or with stand-ins (tests/test_recipes.py).
+RECIPES = ("ja_edu", "fineweb_edu", "dclm", "nemotron_cc")
 
 # Run the CLI with every outgoing connection and name lookup refused: validating must not touch
 # the network (cc.yaml's common_crawl lists its WARC files only when it runs).

@@ -1,22 +1,29 @@
 """The quality-selection recipes in pipelines/ as their headers run them: ja_edu.yaml end to end
 on real Japanese text (JaQuAD's Wikipedia paragraphs, mC4-ja snippets) with the classifier its
 header trains, the AUC on the held-out good/bad labels, kept and removed examples in the
-report. The header's commands are the ones the test runs (parsed from the file)."""
+report (the header's commands are the ones the test runs, parsed from the file); fineweb_edu,
+dclm and nemotron_cc.yaml unchanged but for --set, on tiny stand-ins of their published models
+(tests/stages/quality_models.py, a fastText model trained here) over real English paragraphs
+and Japanese ones no classifier scores."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
-from tests.conftest import ROOT, assert_accounting
+from tests.conftest import ROOT, assert_accounting, sample_documents
 
 RECIPES = ("ja_edu",)
+STAND_IN = ("fineweb_edu", "dclm", "nemotron_cc")
 
 
 def header_commands(config: Path) -> list[list[str]]:
@@ -92,3 +99,100 @@ def test_ja_edu_runs_end_to_end_and_the_report_shows_kept_and_removed(ja_edu):
 def test_recipe_validates_where_its_header_ran(name, ja_edu):
     work, _ = ja_edu
     _run(["curate", "validate", str(ROOT / "pipelines" / f"{name}.yaml")], work)
+
+
+@pytest.fixture(scope="module")
+def stand_ins(tmp_path_factory) -> dict[str, str]:
+    """Input parts (real English and Japanese paragraphs with id, text, lang), tiny stand-ins of
+    the published models and a tokenizer: the --set values the recipes run with here."""
+    from tests.stages import quality_models as qm
+
+    work = tmp_path_factory.mktemp("recipes")
+    docs = []
+    for d in sample_documents():
+        lang = "ja" if d["id"][0].isdigit() else "en"
+        blocks = [b.strip() for b in d["text"].split("\n\n" if lang == "en" else "\n")]
+        docs += [{"id": f"{d['id']}#{k}", "text": b[:2000], "lang": lang}
+                 for k, b in enumerate(blocks) if len(b) >= 300][:4]
+    (work / "in").mkdir()
+    pq.write_table(pa.Table.from_pylist(docs), work / "in" / "part-0.parquet")
+    english = [d["text"] for d in docs if d["lang"] == "en"]
+    fineweb = qm.fineweb_edu_model(work / "fineweb-edu", english)
+    for name, texts in (("positive", english[::2]), ("negative", english[1::2])):
+        with open(work / f"{name}.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(json.dumps({"text": t}) + "\n" for t in texts)
+    _run(["curate", "classifier", "train", "--positive", str(work / "positive.jsonl"),
+          "--negative", str(work / "negative.jsonl"), "--output", str(work / "dclm.bin"),
+          "--dim", "8", "--bucket", "5000"], work)
+    _run(["curate", "tokenizer", "train", str(ROOT / "data/sample/inaugural.jsonl.gz"),
+          "--vocab-size", "1024", "--output", str(work / "tokenizer")], work)
+    return {"read_parquet.path": str(work / "in" / "*.parquet"), "fineweb_edu.model": fineweb,
+            "mixtral_edu.model": fineweb, "nemotron_edu.model": fineweb,
+            "dclm.model": str(work / "dclm.bin"),
+            "tokenize.tokenizer": str(work / "tokenizer" / "tokenizer.json"),
+            "work": str(work), "english": str(len(english)), "documents": str(len(docs))}
+
+
+def _recipe(name: str, stand_ins: dict[str, str], command: str = "run") -> Path:
+    config = ROOT / "pipelines" / f"{name}.yaml"
+    stages = {s.get("name", s["type"]) for s in yaml.safe_load(config.read_text())["stages"]}
+    sets = [f"--set={key}={value}" for key, value in stand_ins.items()
+            if key.split(".")[0] in stages]
+    out = Path(stand_ins["work"]) / name
+    extra = ["--output", str(out)] if command == "run" else []
+    _run(["curate", command, str(config), *sets, *extra], ROOT)
+    return out
+
+
+@pytest.mark.parametrize("name", STAND_IN)
+def test_recipe_validates_with_stand_ins(name, stand_ins):
+    _recipe(name, stand_ins, "validate")
+
+
+def test_fineweb_edu_keeps_int_score_3_and_up(stand_ins):
+    run = _recipe("fineweb_edu", stand_ins)
+    assert_accounting(run)
+    kept = pq.read_table(run / "write_parquet").to_pylist()
+    removed = pq.read_table(run / "rejected" / "fineweb_edu").to_pylist()
+    assert removed and {r["reason"] for r in removed} == {"low_quality"}
+    english = [r for r in kept if r["lang"] == "en"]
+    assert english and all(r["edu_int"] >= 3 for r in english)
+    assert all(r["edu"] is None for r in kept if r["lang"] == "ja")  # not scored, kept
+
+
+def test_dclm_keeps_the_top_tenth_of_english(stand_ins):
+    run = _recipe("dclm", stand_ins)
+    assert_accounting(run)
+    kept = pq.read_table(run / "write_parquet").to_pylist()
+    removed = pq.read_table(run / "rejected" / "quality_buckets", columns=["id"]).to_pylist()
+    english = [r for r in kept if r["lang"] == "en"]
+    assert 1 <= len(english) < 0.25 * int(stand_ins["english"])
+    assert len(english) + len(removed) == int(stand_ins["english"])  # Japanese is not judged
+    stats = json.loads((run / "stats.json").read_text())
+    facts = next(s for s in stats["stages"] if s["type"] == "quality_buckets")["quality_buckets"]
+    assert min(r["dclm"] for r in english) >= facts["top"]["dclm"][""][0]
+    assert facts["unscored"] == int(stand_ins["documents"]) - int(stand_ins["english"])
+
+
+def test_nemotron_cc_blends_each_quality_level_with_its_repeats(stand_ins):
+    run = _recipe("nemotron_cc", stand_ins)
+    assert_accounting(run)
+    rows = pq.read_table(run / "write_parquet").to_pylist()
+    assert len(rows) == int(stand_ins["documents"])  # nothing removed, every level weighted
+    for r in rows:
+        buckets = [r[f"{c}_bucket"] for c in ("edu_mixtral", "edu_nemotron", "dclm")]
+        known = [b for b in buckets if b is not None]
+        assert r["quality_bucket"] == (max(known) if known else None)
+    blend = json.loads((run / "tokens" / "blend.json").read_text())["splits"]["train"]
+    groups = {f"{r['lang']}/{r['quality'] or 'none'}" for r in rows}
+    assert set(blend["sources"]) == groups
+    stage = json.loads((run / "stats.json").read_text())["stages"][-1]
+    repeats = {"en/high": 3, "en/medium_high": 2, "en/medium": 1, "en/medium_low": 0.5,
+               "en/low": 0.25}
+    assert stage["epochs"] == pytest.approx({g: repeats.get(g, 1.0) for g in groups}, rel=1e-3)
+
+
+def test_every_recipe_is_tested_here():
+    from tests.test_pipelines import RECIPES as EXCLUDED
+
+    assert set(EXCLUDED) == {*RECIPES, *STAND_IN}

@@ -108,6 +108,7 @@ class _ScoreTask:
 class _ScoreResult(PhaseResult):
     documents: int
     missing: list[int]  # per column: documents without a score
+    unscored: int  # documents without any score
 
 
 def _score_part(task: _ScoreTask) -> _ScoreResult:
@@ -126,8 +127,9 @@ def _score_part(task: _ScoreTask) -> _ScoreResult:
     final = Path(task.work) / "scores" / f"{task.part}.arrow"
     feather.write_feather(pa.table(out), pending.temporary_for(final), compression="uncompressed")
     pending.publish()
-    return _ScoreResult(table.num_rows,
-                        [int(np.isnan(out[f"s{k}"]).sum()) for k in range(len(spec.columns))])
+    missing = np.column_stack([np.isnan(out[f"s{k}"]) for k in range(len(spec.columns))])
+    return _ScoreResult(table.num_rows, missing.sum(axis=0).astype(int).tolist(),
+                        int(missing.all(axis=1).sum()))
 
 
 @dataclass(frozen=True)
@@ -184,8 +186,10 @@ class Assign:
         columns: dict[str, pa.Array] = {}
         ensemble = np.full(n, -1, np.int16)
         kept = np.zeros(n, bool)
+        scored = np.zeros(n, bool)
         for column in self.spec.columns:
             scores = _scores(table, column)
+            scored |= ~np.isnan(scores)
             buckets = np.full(n, -1, np.int16)
             for name in set(groups.tolist()):
                 rows = groups == name
@@ -202,7 +206,7 @@ class Assign:
         lowest = np.array([low for _, low in self.levels])
         level = names[np.clip(np.searchsorted(lowest, ensemble, side="right") - 1, 0, None)]
         columns[LEVEL] = pa.array(level.tolist(), pa.string(), mask=ensemble < 0)
-        removed = ~kept if any(self.top.values()) else np.zeros(n, bool)
+        removed = ~kept & scored if any(self.top.values()) else np.zeros(n, bool)
         return Decisions(removed, REASON_TOP, columns=columns)
 
     @staticmethod
@@ -220,8 +224,8 @@ class QualityBuckets(DatasetStage):
     (``<column>_bucket``), the ensemble bucket ``quality_bucket`` (the maximum over columns) and
     a ``quality`` level. With ``top_fraction``, only documents in that top share of at least
     one column's score are kept (DCLM's 10 %). A document without a score in a column has no
-    bucket for it; without any, no ensemble bucket nor level (and it is not in a top
-    fraction)."""
+    bucket for it; without any (a language no classifier scored), no ensemble bucket nor
+    level, and no top fraction judges it: it is kept (counted as ``unscored``)."""
 
     type = "quality_buckets"
 
@@ -312,6 +316,7 @@ class QualityBuckets(DatasetStage):
             "frozen_from": self.cutpoints_from,
             "missing": {c: sum(s.missing[k] for s in scored)
                         for k, c in enumerate(self.columns)},
+            "unscored": sum(s.unscored for s in scored),
             "cutpoints": cutpoints, "top": top, "top_fraction": self.top_fraction}
         return DatasetResult(outputs, count)
 

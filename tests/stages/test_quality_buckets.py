@@ -87,6 +87,8 @@ def _reference(docs, by_lang, weight, buckets=20, top=None, columns=tuple(COLUMN
                 out[d["id"]][column] = None if s is None else sum(p <= s for p in points)
                 out[d["id"]].setdefault("top", False)
                 out[d["id"]]["top"] |= s is not None and bool(cut) and s >= cut[0]
+    for d in docs:  # no score at all: no top fraction judges it
+        out[d["id"]]["top"] |= all(d[c] is None for c in columns)
     for entry in out.values():
         values = [entry[c] for c in columns if entry[c] is not None]
         entry["ensemble"] = max(values) if values else None
@@ -136,6 +138,8 @@ def test_top_fraction_keeps_what_the_reference_keeps(tmp_path):
     reference = _reference(docs, False, "bytes", top=0.1, columns=("dclm",))
     kept, removed = _rows(run)
     assert {r["id"] for r in kept} == {k for k, v in reference.items() if v["top"]}
+    unscored = [d["id"] for d in docs if d["dclm"] is None]
+    assert unscored and set(unscored) <= {r["id"] for r in kept}
     assert {r["reason"] for r in removed} == {"quality_top_fraction"}
     share = sum(len(r["text"].encode()) for r in kept) / sum(len(d["text"].encode())
                                                             for d in docs)
