@@ -56,22 +56,20 @@ def write_report(run_dir: str | Path, stats: dict[str, Any] | None = None,
 
 
 def examples(run_dir: RunDir, kept_folder: Path | None, n: int = EXAMPLES) -> str:
-    """Kept and removed documents side by side: the first ``n`` by id of what the run kept and
-    of what each stage removed with its text kept (all of it with ``rejected: documents``, a 1 %
-    sample otherwise), with their columns (scores, reasons)."""
+    """Kept and removed documents side by side: the first ``n`` of what the run kept and of
+    what each stage removed with its text kept (all of it with ``rejected: documents``, a 1 %
+    sample otherwise), in file order, with their columns (scores, reasons); read a row group at
+    a time, so a large run costs no more than a small one."""
     blocks = []
     if kept_folder is not None and kept_folder.is_dir():
-        picked = shown.kept(kept_folder, None, n)
-        blocks.append(_example_block(f"kept ({picked.matched:,})", picked.rows))
+        blocks.append(_example_block("kept", shown.first_documents(kept_folder, n)))
     for folder in run_dir.rejected_folders(None):
-        picked = shown.removed(run_dir, folder.name, None, None, n)
-        if picked.rows:
-            blocks.append(_example_block(f"removed by {folder.name} ({picked.matched:,}, "
-                                         f"{picked.without_text:,} without text kept)",
-                                         picked.rows))
+        rows = shown.first_documents(folder, n, with_text=True)
+        if rows:
+            blocks.append(_example_block(f"removed by {folder.name}", rows))
     if not blocks:
         return ""
-    return ("<h2>Examples</h2><p class='note'>the first documents by id; "
+    return ("<h2>Examples</h2><p class='note'>the first documents in the files' order; "
             "<code>curate show</code> prints more</p>" + "".join(blocks))
 
 

@@ -55,6 +55,25 @@ def kept(folder: Path, lang: str | None, n: int) -> Shown:
     return Shown(_first(table, n), table.num_rows, 0)
 
 
+def first_documents(folder: Path, n: int, with_text: bool = False) -> list[dict[str, Any]]:
+    """The first ``n`` documents of ``folder``'s Parquet files in file order (with a non-null
+    text only, with ``with_text``), read one row group at a time: a report's examples cost the
+    same whatever the size of the run."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted(folder.glob("*.parquet")):
+        parquet = pq.ParquetFile(path)
+        for group in range(parquet.num_row_groups):
+            table = parquet.read_row_group(group)
+            if with_text:
+                if TEXT not in table.column_names:
+                    break
+                table = table.filter(pc.is_valid(table.column(TEXT)))
+            rows += table.slice(0, n - len(rows)).to_pylist()
+            if len(rows) >= n:
+                return rows
+    return rows
+
+
 def describe(row: dict[str, Any]) -> list[str]:
     """A document as two lines: its columns, then its text excerpt."""
     fields = [f"{k}={_short(v)}" for k, v in row.items() if k not in (TEXT,) and v is not None]

@@ -1,0 +1,31 @@
+"""The report's examples read the first documents a row group at a time, in file order, and
+those with text only where asked: what they cost does not grow with the run."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from curator.report.show import first_documents
+
+
+def test_first_documents_stop_at_the_row_group_that_completes_them(tmp_path, monkeypatch):
+    for n in range(3):
+        texts = [None if k % 4 else f"text {n}-{k}" for k in range(1000)]
+        table = pa.table({"id": [f"{n}-{k:04d}" for k in range(1000)], "text": texts})
+        pq.write_table(table, tmp_path / f"part-{n}.parquet", row_group_size=100)
+    read = []
+    original = pq.ParquetFile.read_row_group
+
+    def counting(self, group, *args, **kwargs):
+        read.append(group)
+        return original(self, group, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counting)
+    assert [r["id"] for r in first_documents(tmp_path, 3)] == ["0-0000", "0-0001", "0-0002"]
+    assert read == [0]
+    read.clear()
+    rows = first_documents(tmp_path, 30, with_text=True)
+    assert [r["id"] for r in rows] == [f"0-{k:04d}" for k in range(0, 120, 4)]
+    assert read == [0, 1]  # 25 with text in the first group, 5 more in the second
+    assert len(first_documents(tmp_path, 5000, with_text=True)) == 750
