@@ -4,6 +4,7 @@ text excerpt and the columns stages gave them (scores, language, survivor ids)."
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,30 +30,50 @@ class Shown:
 
 def removed(run_dir: RunDir, stage: str | None, reason: str | None, lang: str | None,
             n: int) -> Shown:
-    """Removed documents (those whose text was kept), by id order."""
-    tables = []
+    """Removed documents (those whose text was kept), by id order; read a row group at a time,
+    keeping the ``n`` smallest ids seen, so a large run costs no more memory than a small one."""
+    best: pa.Table | None = None
+    matched = with_text = 0
     for folder in run_dir.rejected_folders(stage):
-        for path in sorted(folder.glob("*.parquet")):
-            table = pq.read_table(path)
-            tables.append(table.append_column("stage", pa.array([folder.name] * len(table))))
-    table = _concat(tables)
-    if table is None:
-        return Shown([], 0, 0)
-    if reason is not None:
-        table = table.filter(pc.equal(table.column(REASON), reason))
-    table = _lang(table, lang)
-    with_text = table.filter(pc.is_valid(table.column(TEXT))) if TEXT in table.column_names \
-        else table.slice(0, 0)
-    return Shown(_first(with_text, n), table.num_rows, table.num_rows - with_text.num_rows)
+        for table in _row_groups(folder):
+            table = table.append_column("stage", pa.array([folder.name] * len(table)))
+            if reason is not None:
+                table = table.filter(pc.equal(table.column(REASON), reason))
+            table = _lang(table, lang)
+            matched += table.num_rows
+            table = table.filter(pc.is_valid(table.column(TEXT))) if TEXT in table.column_names \
+                else table.slice(0, 0)
+            with_text += table.num_rows
+            best = _smallest(best, table, n)
+    return Shown(best.to_pylist() if best is not None else [], matched, matched - with_text)
 
 
 def kept(folder: Path, lang: str | None, n: int) -> Shown:
-    """Documents of a writer's Parquet output (what the run kept), by id order."""
-    table = _concat([pq.read_table(p) for p in sorted(folder.glob("*.parquet"))])
-    if table is None:
-        return Shown([], 0, 0)
-    table = _lang(table, lang)
-    return Shown(_first(table, n), table.num_rows, 0)
+    """Documents of a writer's Parquet output (what the run kept), by id order; read a row group
+    at a time, as ``removed``."""
+    best: pa.Table | None = None
+    matched = 0
+    for table in _row_groups(folder):
+        table = _lang(table, lang)
+        matched += table.num_rows
+        best = _smallest(best, table, n)
+    return Shown(best.to_pylist() if best is not None else [], matched, 0)
+
+
+def _row_groups(folder: Path) -> Iterator[pa.Table]:
+    for path in sorted(folder.glob("*.parquet")):
+        parquet = pq.ParquetFile(path)
+        for group in range(parquet.num_row_groups):
+            yield parquet.read_row_group(group)
+
+
+def _smallest(best: pa.Table | None, table: pa.Table, n: int) -> pa.Table | None:
+    """The ``n`` rows of smallest id among ``best`` and ``table``."""
+    if not table.num_rows:
+        return best
+    merged = table if best is None else pa.concat_tables([best, table],
+                                                         promote_options="permissive")
+    return merged.sort_by(ID).slice(0, n)
 
 
 def first_documents(folder: Path, n: int, with_text: bool = False) -> list[dict[str, Any]]:
@@ -82,21 +103,12 @@ def describe(row: dict[str, Any]) -> list[str]:
     return [" · ".join(fields), f"    {excerpt}"]
 
 
-def _concat(tables: list[pa.Table]) -> pa.Table | None:
-    tables = [t for t in tables if t.num_rows]
-    return pa.concat_tables(tables, promote_options="permissive") if tables else None
-
-
 def _lang(table: pa.Table, lang: str | None) -> pa.Table:
     if lang is None:
         return table
     if "lang" not in table.column_names:
         return table.slice(0, 0)
     return table.filter(pc.equal(table.column("lang"), lang))
-
-
-def _first(table: pa.Table, n: int) -> list[dict[str, Any]]:
-    return table.sort_by(ID).slice(0, n).to_pylist()
 
 
 def _short(value: Any) -> str:
