@@ -16,8 +16,9 @@ Phases (each restartable):
 The rule, as NeMo Curator's Nemotron-CC recipe computes it (inverted CDF): the cut point at
 percentile p is the smallest score s whose cumulative weight share (scores sorted, equal scores
 together) reaches p %; a document's bucket is the number of cut points at or below its score, so
-a score equal to a cut point goes up, and equal scores always share a bucket. Phase 2 holds one
-column's (score, weight) pairs of the whole dataset in one process: 16 bytes per document.
+a score equal to a cut point goes up, and equal scores always share a bucket. Phase 2 holds the
+dataset's scores and weights in one process: 8 bytes per document and score column, 8 for its
+weight, and its group.
 """
 
 from __future__ import annotations
@@ -156,10 +157,10 @@ def _cut(task: _CutTask) -> _CutResult:
     top: dict[str, dict[str, list[float]]] = {c: {} for c in task.spec.columns}
     if not table.num_rows:
         return _CutResult(cutpoints, top)
-    groups = np.array(table.column("group").to_pylist(), dtype=object)
+    groups = table.column("group")
     weights = table.column("weight").to_numpy()
-    for name in sorted(set(groups.tolist())):
-        rows = groups == name
+    for name in sorted(pc.unique(groups).to_pylist()):
+        rows = pc.equal(groups, name).to_numpy(zero_copy_only=False)
         for k, column in enumerate(task.spec.columns):
             scores = table.column(f"s{k}").to_numpy()[rows]
             cutpoints[column][name] = cut_points(scores, weights[rows], percentiles)
