@@ -325,7 +325,7 @@ class Tokenize(TokenizingSink):
         }
         if self.repeat_field:
             result["repeated"] = {k: sum(i.get("repeated", {}).get(k, 0) for i in shard_infos)
-                                  for k in ("copies", "tokens")}
+                                  for k in ("copies", "tokens", "not_written")}
         if self.seq_length:
             result["seq_length"] = self.seq_length
             for split, entry in by_split.items():
@@ -370,6 +370,7 @@ class _TokenWriter:
         self.by_shard = stage.source_field is None and not stage.group_by
         self.copies = 0  # documents written more than once: the extra copies and their tokens
         self.copy_tokens = 0
+        self.not_written = 0  # documents whose repeat count is 0
         self.source_values: Counter[str] = Counter()
 
     def _temporary(self, final: str) -> str:
@@ -424,8 +425,10 @@ class _TokenWriter:
         """Each document and its tokens ``repeat_field`` times in a row."""
         times = table.column(self.stage.repeat_field).cast(pa.int64()).fill_null(1).to_numpy(
             zero_copy_only=False).clip(0)
-        self.copies += int(times.sum()) - table.num_rows
-        self.copy_tokens += int((lengths * times).sum() - lengths.sum())
+        extra = np.maximum(times - 1, 0)
+        self.copies += int(extra.sum())
+        self.copy_tokens += int((lengths * extra).sum())
+        self.not_written += int((times == 0).sum())
         rows = np.repeat(np.arange(table.num_rows), times)
         starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         new_lengths = lengths[rows]
@@ -467,7 +470,8 @@ class _TokenWriter:
                 "files": files,
                 "tokens": sum(f["tokens"] for f in files),
                 "documents": sum(f["documents"] for f in files),
-                "repeated": {"copies": self.copies, "tokens": self.copy_tokens},
+                "repeated": {"copies": self.copies, "tokens": self.copy_tokens,
+                             "not_written": self.not_written},
                 "vocab_size": self.tok.vocab_size, "tokenizer_hash": self.stage._tok_hash,
                 "encoder": self.tok.encoder_note}
 

@@ -131,3 +131,24 @@ def band_hash(sig: list[int], band: int, rows: int) -> int:
     for v in sig[band * rows : (band + 1) * rows]:
         h = (h * BAND_BASE + v) & M64
     return fmix64(h)
+
+
+# ------------------------------------------------------------------ line dedup
+def dropped_pieces(units: list[int], unit: str, span: int) -> set[int]:
+    """The pieces that removing ``units`` (unit indexes) removes."""
+    if unit != "sentence_span":
+        return set(units)
+    return {j + k for j in units for k in range(span)}
+
+
+def rebuild(text: str, spans: list[tuple[int, int]], drop: set[int]) -> str:
+    """``text`` without the pieces ``drop``: the head, each kept piece after the separator
+    before it (the first kept one after none), the tail; "" if no piece is left. A removed
+    line takes the line break before it; a removed run of sentences the space before it."""
+    kept = [i for i in range(len(spans)) if i not in drop]
+    if not kept:
+        return ""
+    out = [text[:spans[0][0]], text[slice(*spans[kept[0]])]]
+    out += [text[spans[i - 1][1]:spans[i][1]] for i in kept[1:]]
+    out.append(text[spans[-1][1]:])
+    return "".join(out)

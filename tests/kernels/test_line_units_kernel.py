@@ -28,6 +28,7 @@ from curator.kernels.line_units import (
 from curator.kernels.shingles import string_buffers
 from curator.stages.dedup import line_units
 from curator.stages.dedup.line import Units, unit_hashes
+from tests.kernels import reference
 
 ALPHABET = ["a", "B", "Zz", " ", "  ", "\t", "\n", "\n", "\r", "\r\n", "\x0b", "\x1c", "\x85",
             "\xa0", "\u1680", "\u2003", "\u2028", "\u3000", "ﾃﾞ", "Ａ", "ß", "İ", "e\u0301",
@@ -124,8 +125,8 @@ def test_rebuild_equals_python(unit):
         lengths, ptr, flat, longest)
     for k, row in enumerate(rows):
         text = texts[row]
-        gone = line_units.dropped_pieces(drops[k], unit, SPAN)
-        want = line_units.rebuild(text, line_units.pieces(text, unit, bool(japanese[row])), gone)
+        gone = reference.dropped_pieces(drops[k], unit, SPAN)
+        want = reference.rebuild(text, line_units.pieces(text, unit, bool(japanese[row])), gone)
         assert bytes(out[offsets[k]:offsets[k + 1]]).decode() == want
         assert chars[k] == len(text) - len(want)
         assert stripped[k] == len(want.strip())

@@ -1,6 +1,8 @@
 # ruff: noqa: RUF001, RUF002  (Unicode punctuation sets are the point here)
-"""The units of line dedup: a document cut into pieces (lines, paragraphs or sentences), each
-unit's normalised key for hashing, and the document rebuilt without some pieces.
+"""The units of line dedup: a document cut into pieces (lines, paragraphs or sentences) and each
+unit's normalised key for hashing (the definition the kernels in ``curator.kernels.line_units``
+are tested equal to, and the keys of the units they leave to Python; the rebuilt text's
+definition is in ``tests/kernels/reference.py``).
 
 A document is ``head + p0 + g1 + p1 + … + gN + pN + tail``: pieces ``p`` and the separators
 ``g`` between them, kept byte for byte. Lines are split at ``\\r\\n``, ``\\r`` and ``\\n``;
@@ -72,23 +74,3 @@ def unit_keys(text: str, spans: list[Span], unit: Unit, span: int) -> list[str]:
     if unit != "sentence_span":
         return keys
     return ["\n".join(keys[j:j + span]) for j in range(len(keys) - span + 1)]
-
-
-def dropped_pieces(units: list[int], unit: Unit, span: int) -> set[int]:
-    """The pieces that removing ``units`` (unit indexes) removes."""
-    if unit != "sentence_span":
-        return set(units)
-    return {j + k for j in units for k in range(span)}
-
-
-def rebuild(text: str, spans: list[Span], drop: set[int]) -> str:
-    """``text`` without the pieces ``drop``: the head, each kept piece after the separator
-    before it (the first kept one after none), the tail; "" if no piece is left. A removed
-    line takes the line break before it; a removed run of sentences the space before it."""
-    kept = [i for i in range(len(spans)) if i not in drop]
-    if not kept:
-        return ""
-    out = [text[:spans[0][0]], text[slice(*spans[kept[0]])]]
-    out += [text[spans[i - 1][1]:spans[i][1]] for i in kept[1:]]
-    out.append(text[spans[-1][1]:])
-    return "".join(out)
