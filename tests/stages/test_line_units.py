@@ -5,14 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from curator.stages.dedup.line_units import (
-    dropped_pieces,
-    is_japanese,
-    normalise,
-    pieces,
-    rebuild,
-    unit_keys,
-)
+from curator.stages.dedup.line_units import is_japanese, normalise, pieces, unit_keys
+from tests.kernels.reference import dropped_pieces, rebuild
 
 
 def _texts(text: str, unit: str, japanese: bool = False) -> list[str]:
