@@ -17,8 +17,9 @@ from typing import Any
 #: What the run directory's own path reads as (files that name paths, such as blend.json, name
 #: it: two runs in two folders publish the same bytes but for it).
 RUN = "<run>"
-NOT_PUBLISHED_FILES = {"run.json", "report.html", ".curator.lock", "stats.json", "run.log"}
-NOT_PUBLISHED_FOLDERS = {"_manifests", "_work", "_store", "jobs"}
+NOT_PUBLISHED_FILES = {"run.json", "report.html", ".curator.lock", "stats.json", "run.log",
+                       "progress.json"}
+NOT_PUBLISHED_FOLDERS = {"_manifests", "_work", "_store", "_index", "jobs"}
 VOLATILE = {"seconds", "cpu_seconds", "gpu_seconds", "executor_start_seconds", "timeline",
             "phase_timeline", "seen", "reuse", "reused", "store_bytes", "work_bytes", "downloads"}
 

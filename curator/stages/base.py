@@ -53,6 +53,9 @@ class Stage(BaseModel):
     #: Distributions whose version decides the stage's output (trafilatura, tokenizers): part
     #: of the key its results are reused by (``curator.store.keys``); curator's own is always.
     libraries: ClassVar[tuple[str, ...]] = ()
+    #: True when the stage changes the text of documents it keeps (clean, pii): each changed
+    #: document's text before the stage is kept in ``rewrites/`` (the before/after view).
+    rewrites_text: ClassVar[bool] = False
 
     name: str | None = Field(None, description="Name used in stats and --set; defaults to type.")
 

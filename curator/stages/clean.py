@@ -45,6 +45,7 @@ class Clean(BatchStage):
     Notes count the documents each step changed and the lines and characters it removed."""
 
     type = "clean"
+    rewrites_text = True
     requires: ClassVar[dict[str, str]] = {"ftfy": "clean"}
 
     fix_unicode: bool = Field(True, description="Repair mojibake, HTML entities and other "

@@ -131,6 +131,7 @@ class Pii(BatchStage):
     notes (``pii_email``, ...). Keeps every document."""
 
     type = "pii"
+    rewrites_text = True
     version = 2  # 2: full-width forms masked; ー and other dashes in phone numbers
 
     kinds: list[Kind] = Field(default_factory=lambda: list(KINDS),

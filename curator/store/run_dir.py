@@ -24,12 +24,14 @@ REJECTED_COMPRESSION = "zstd"
 #: Batch job scripts, logs and the job's scheduler file (``curate submit``): not results.
 JOBS = "jobs"
 #: What a run writes under its own names and nothing else writes there: removed by ``--force``.
-OWN_FOLDERS = (MANIFESTS, WORK, STORE, "rejected", "errors")
+OWN_FOLDERS = (MANIFESTS, WORK, STORE, "rejected", "errors", "rewrites")
 STATS_FILE = "stats.json"
 REPORT_FILE = "report.html"
 #: What the run told its terminal, appended run after run.
 LOG_FILE = "run.log"
-OWN_FILES = (RUN_FILE, STATS_FILE, REPORT_FILE, LOG_FILE)
+#: Where a running run stands (``runtime/driver/live_progress.py``), for ``curate serve``.
+PROGRESS_FILE = "progress.json"
+OWN_FILES = (RUN_FILE, STATS_FILE, REPORT_FILE, LOG_FILE, PROGRESS_FILE)
 #: A dataset stage's work folder: each phase's markers under ``<phase>/_done/``; the parts its
 #: removal phase hands to the next segment under ``out/``.
 DONE = "_done"
@@ -86,6 +88,10 @@ class RunDir:
     def log_file(self) -> Path:
         return self.root / LOG_FILE
 
+    @property
+    def progress_file(self) -> Path:
+        return self.root / PROGRESS_FILE
+
     def is_run(self) -> bool:
         return self.run_file.exists()
 
@@ -126,6 +132,15 @@ class RunDir:
         folders = [self.root / "rejected" / stage] if stage else \
             sorted((self.root / "rejected").glob("*"))
         return [f for f in folders if f.is_dir()]
+
+    def rewrites_path(self, stage: str, part: str) -> Path:
+        """The text before ``stage`` of each document of ``part`` whose text the stage changed
+        (``id``, ``text``): what a before/after view of the document shows."""
+        return self.root / "rewrites" / stage / f"{part}.parquet"
+
+    def rewrites_folders(self) -> list[Path]:
+        """Each rewriting stage's folder of texts before it, if there."""
+        return sorted(f for f in (self.root / "rewrites").glob("*") if f.is_dir())
 
     def errors_path(self, stage: str, part: str) -> Path:
         return self.root / "errors" / stage / f"{part}.jsonl"
@@ -230,6 +245,24 @@ class RunDir:
                 continue
             found[manifest.part] = manifest
         return found
+
+    def stage_segments(self) -> dict[str, int]:
+        """Stage name → the segment it ran in, as the last run's records say (a shard manifest
+        names every stage of its segment; a dataset record its stage)."""
+        out: dict[str, int] = {}
+        for folder in sorted((self.root / MANIFESTS).glob("segment-*")):
+            index = int(folder.name.removeprefix("segment-"))
+            record = self.dataset_record(index)
+            if record is not None:
+                out[record.count.get("name", "")] = index
+            for path in sorted(folder.glob("part-*.json"))[:1]:
+                try:
+                    out.update(dict.fromkeys(ShardManifest.from_record(read_json(path)).counts(),
+                                             index))
+                except (DamagedRecord, KeyError, TypeError, AttributeError):
+                    continue
+        out.pop("", None)
+        return out
 
     def every_manifest(self) -> list[ShardManifest]:
         """Every readable shard manifest, of every segment."""

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TIMING = VOLATILE  # one list of what varies between equal runs: tests/published.py
 #: Files of a run that are not output bytes: the config it was started with, and the files that
 #: hold timings (compared without them by :func:`stats` and :func:`manifests`).
-NOT_OUTPUT = {"run.json", "stats.json", "report.html", "run.log"}
+NOT_OUTPUT = {"run.json", "stats.json", "report.html", "run.log", "progress.json"}
 
 
 class KillMissed(AssertionError):
@@ -181,13 +181,15 @@ def _drop_timing(value: Any) -> Any:
 
 
 def outputs(run_dir: Path) -> dict[str, bytes]:
-    """Every file of the run (outputs, rejected/, errors/, writers' dataset files, the dedup
-    work files) but for the config, the timed files and the manifests; the phase markers
+    """Every file of the run (outputs, rejected/, errors/, rewrites/, writers' dataset files,
+    the dedup work files) but for the config, the timed files, the manifests and the document
+    index (it records files' mtimes); the phase markers
     (``_work/.../_done/*.json``) without their :data:`TIMING` fields."""
     out = {}
     for path in sorted(run_dir.rglob("*")):
         rel = path.relative_to(run_dir)
-        if path.is_file() and str(rel) not in NOT_OUTPUT and rel.parts[0] != "_manifests":
+        if path.is_file() and str(rel) not in NOT_OUTPUT \
+                and rel.parts[0] not in ("_manifests", "_index"):
             data = path.read_bytes()
             if rel.parts[0] == "_work" and rel.parent.name == "_done":
                 data = json.dumps(_drop_timing(json.loads(data)), sort_keys=True).encode()

@@ -23,11 +23,12 @@ from typing import Any, Literal
 import fsspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
 from curator import halt
-from curator.batch import REASON
+from curator.batch import ID, REASON, TEXT
 from curator.commit import (
     Commit,
     DamagedRecord,
@@ -43,7 +44,7 @@ from curator.runtime.cluster.executors import WorkerDied
 from curator.runtime.errors import CurationError
 from curator.runtime.worker.cpu_clock import cpu_now, cpu_since, task_running
 from curator.runtime.worker.memory import memory_returned
-from curator.stages.context import Decide, PhaseResult, R
+from curator.stages.context import Decide, Decisions, PhaseResult, R
 from curator.store.keys import digest
 from curator.store.records import PhaseMarker
 from curator.store.run_dir import REJECTED_COMPRESSION, RunDir
@@ -223,7 +224,8 @@ class PhaseContext:
         """Outputs of parts this configuration no longer has (an input gone, a shard cut into
         other parts): its kept parts and its published rejected files, removed."""
         rejected = self.run_dir.rejected_path(self.stage_name, "part").parent
-        for folder in (out, rejected):
+        rewrites = self.run_dir.rewrites_path(self.stage_name, "part").parent
+        for folder in (out, rejected, rewrites):
             for path in folder.glob("part-*.parquet"):
                 if path.stem not in current:
                     path.unlink()
@@ -309,9 +311,20 @@ class _RemoveResult(PhaseResult):
     count: dict[str, Any]
 
 
+def _rewritten(table: pa.Table, decisions: Decisions) -> pa.Table | None:
+    """``id`` and the text before the stage of the rows whose text its decisions rewrite (None
+    for a stage that decides no text)."""
+    text = decisions.columns.get(TEXT)
+    if text is None or TEXT not in table.column_names:
+        return None
+    changed = pc.fill_null(pc.not_equal(table.column(TEXT), text), True)
+    return table.select([ID, TEXT]).filter(changed)
+
+
 def _remove_part(task: _RemoveTask) -> _RemoveResult:
     table = read_part(task.path)
     decisions = task.decide(task.part, table)
+    before = _rewritten(table, decisions)
     for name, values in decisions.columns.items():
         if name in table.column_names:
             table = table.set_column(table.column_names.index(name), name, values)
@@ -328,11 +341,13 @@ def _remove_part(task: _RemoveTask) -> _RemoveResult:
         removed = ids_and_sample(removed, [*decisions.removed_columns, *decisions.columns])
     key = task.key
     pending = Commit()
+    run_dir = RunDir(task.spec.run_dir)
     for final, data, compression in (
             (Path(task.out) / f"{key}.parquet", kept, task.spec.intermediate_compression),
-            (RunDir(task.spec.run_dir).rejected_path(task.stage, key), removed,
-             REJECTED_COMPRESSION)):
-        pq.write_table(data, pending.temporary_for(final), compression=compression)
+            (run_dir.rejected_path(task.stage, key), removed, REJECTED_COMPRESSION),
+            (run_dir.rewrites_path(task.stage, key), before, REJECTED_COMPRESSION)):
+        if data is not None:
+            pq.write_table(data, pending.temporary_for(final), compression=compression)
     pending.publish()
     n_removed = int(np.count_nonzero(drop))
     reasons = Counter({decisions.reason: n_removed} if n_removed else {})

@@ -170,6 +170,24 @@ def _meet(root: Path, path: Path, stale_after_s: float, host: str, boot: str | N
         os.close(fd)
 
 
+def live_holder(root: Path, stale_after_s: float = 600.0) -> dict | None:
+    """The holder of ``root``'s lock while it is alive, judged as a contender would (without
+    taking the lock over or changing the file); None when there is no live run."""
+    try:
+        fd = os.open(Path(root) / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        holder = _parse(os.pread(fd, 1 << 16, 0))
+        if holder is None:
+            return None
+        if holder.get("host") == socket.gethostname() and holder.get("boot_id") == _boot_id():
+            return holder if _flock_held(fd) or _pid_alive(holder) else None
+        return holder if time.time() - os.fstat(fd).st_mtime < stale_after_s else None
+    finally:
+        os.close(fd)
+
+
 def _acquire(root: Path, path: Path, stale_after_s: float) -> tuple[int, dict]:
     host, boot, pid = socket.gethostname(), _boot_id(), os.getpid()
     stat = _proc_stat(pid)

@@ -18,6 +18,7 @@ from curator.pipeline import PipelineModel, Segment
 from curator.plugins import load_imports
 from curator.runtime.cluster.executors import GIL, ExecutorPool
 from curator.runtime.cluster.main_guard import leave_if_importing_main
+from curator.runtime.driver.live_progress import LiveProgress
 from curator.runtime.driver.phases import PhaseContext
 from curator.runtime.driver.recovery import Left, run_shard_tasks
 from curator.runtime.driver.requirements import check_requirements
@@ -78,8 +79,16 @@ def run_pipeline(pipeline: PipelineModel, output: str | Path | None = None,
         run_dir = RunDir(root)
         shards = _prepare(pipeline, run_dir, force)
         with run_log(run_dir, pipeline.name):
-            return _run_locked(pipeline, run_dir, executor, workers, scheduler, scheduler_file,
-                               progress, shards)
+            live = LiveProgress(run_dir.progress_file, len(pipeline.plan().segments))
+            try:
+                result = _run_locked(pipeline, run_dir, executor, workers, scheduler,
+                                     scheduler_file, progress, shards, live)
+            except BaseException as err:
+                live.finish("stopped", str(err).splitlines()[0] if str(err)
+                            else type(err).__name__)
+                raise
+            live.finish("finished")
+            return result
 
 
 def _prepare(pipeline: PipelineModel, run_dir: RunDir, force: bool) -> list[Shard]:
@@ -96,7 +105,7 @@ def _prepare(pipeline: PipelineModel, run_dir: RunDir, force: bool) -> list[Shar
 
 def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                 workers: int | None, scheduler: str | None, scheduler_file: str | None,
-                progress: bool, shards: list[Shard]) -> RunResult:
+                progress: bool, shards: list[Shard], live: LiveProgress) -> RunResult:
     """The run once its directory is prepared (its log open): every segment, then stats."""
     plan = pipeline.plan()
     inputs = [[s.path, s.size] for s in shards]
@@ -107,7 +116,7 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
         log.info("%d temporary files of killed attempts removed", swept)
     config = pipeline.executor
     started = time.time()
-    reporter = ProgressReporter(progress)
+    reporter = ProgressReporter(progress, live.update)
     manifests: dict[int, list[ShardManifest]] = {}
     dataset_counts: dict[int, dict[str, Any]] = {}  # a dataset stage's count, by segment
     extras: dict[str, dict[str, Any]] = {}
@@ -131,6 +140,7 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                             [(name, stage.for_cluster(gpus)) for name, stage in segment.stages])
                     for segment in plan.segments]
         for segment in segments:
+            live.segment(segment.index)
             following = segments[segment.index + 1] if segment.index + 1 < len(segments) else None
             if segment.kind == "dataset":
                 count, shards, spans = _run_dataset(pool, segment, following, shards, run_dir,

@@ -80,8 +80,10 @@ def _amount(done: float, total: float) -> str:
 class ProgressReporter:
     """Shows one segment, or one phase of a barrier stage, at a time."""
 
-    def __init__(self, enabled: bool = True) -> None:
+    def __init__(self, enabled: bool = True,
+                 live: Callable[[dict[str, Any], bool], None] | None = None) -> None:
         self.enabled = enabled
+        self.live = live  # gets the figures (and whether to write them now) on every change
         self.rich = enabled and sys.stderr.isatty()
         self._lock = threading.Lock()
         self._bar: Any = None
@@ -96,7 +98,7 @@ class ProgressReporter:
 
     def attach(self, executor: Any) -> None:
         """Receive the executor's task messages (once per executor)."""
-        if self.enabled and not any(executor is e for e in self._attached):
+        if (self.enabled or self.live) and not any(executor is e for e in self._attached):
             self._attached.append(executor)
             executor.subscribe(TOPIC, self._on_message)
 
@@ -112,6 +114,7 @@ class ProgressReporter:
             self._started = time.monotonic()
             self._last_log = 0.0
             self._last_line = time.monotonic()
+            self._publish(force=True)
         if self.enabled and not self.rich:
             self._beating = threading.Event()
             threading.Thread(target=self._heartbeat, args=(self._beating,), daemon=True,
@@ -166,10 +169,12 @@ class ProgressReporter:
                 self._docs[key] = docs
             self._show(final=False)
 
-    def _summary(self) -> str:
-        """``N docs, a/b GB, r docs/s, ETA h:mm:ss`` for a segment; empty for a phase."""
+    def _figures(self) -> dict[str, Any]:
+        """The segment's documents, input bytes done and in all, docs/s and the seconds left
+        (None where not known yet); a phase has only its tasks."""
+        figures: dict[str, Any] = {"label": self.label, "done": self.done, "total": self.total}
         if not self._sizes:
-            return ""
+            return figures
         elapsed = max(time.monotonic() - self._started, 1e-9)
         finished = [k for k in self._finished if self._read.get(k)]
         ratio = (sum(self._sizes[k] for k in finished) / sum(self._read[k] for k in finished)
@@ -178,17 +183,31 @@ class ProgressReporter:
                    else min(self._read.get(k, 0) * ratio, self._sizes[k]) for k in self._sizes)
         total = sum(self._sizes.values())
         left = len(self._sizes) - len(self._finished)
+        eta = None
         if total and done >= total / 100:  # an estimate from less is noise
-            eta = f"ETA {timedelta(seconds=round(elapsed * (total - done) / done))}"
+            eta = round(elapsed * (total - done) / done)
         elif self._finished:
-            eta = f"ETA {timedelta(seconds=round(elapsed * left / len(self._finished)))}"
-        else:
-            eta = "ETA ?"
+            eta = round(elapsed * left / len(self._finished))
         docs = sum(self._docs.values())
-        return (f"{docs:,} docs, {_amount(done, total)}, {per_second(docs, elapsed)} docs/s, "
-                f"{eta}")
+        return {**figures, "docs": docs, "bytes_done": round(done), "bytes_total": total,
+                "docs_per_s": round(docs / elapsed, 1), "eta_s": eta}
+
+    def _summary(self) -> str:
+        """``N docs, a/b GB, r docs/s, ETA h:mm:ss`` for a segment; empty for a phase."""
+        if not self._sizes:
+            return ""
+        f = self._figures()
+        eta = "ETA ?" if f["eta_s"] is None else f"ETA {timedelta(seconds=f['eta_s'])}"
+        elapsed = max(time.monotonic() - self._started, 1e-9)
+        return (f"{f['docs']:,} docs, {_amount(f['bytes_done'], f['bytes_total'])}, "
+                f"{per_second(f['docs'], elapsed)} docs/s, {eta}")
+
+    def _publish(self, force: bool) -> None:
+        if self.live is not None:
+            self.live(self._figures(), force)
 
     def _show(self, final: bool) -> None:
+        self._publish(final)
         stats = self._summary()
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, stats=stats)

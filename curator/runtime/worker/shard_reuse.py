@@ -72,7 +72,8 @@ def plan_reuse(run_dir: RunDir, segment: int, part: str, stages: list[tuple[str,
         return old_keys.get(names[i]) == keys.stages[i] and names[i] in counts
 
     def own_files(name: str) -> list[dict]:
-        return [r for p in (run_dir.rejected_path(name, part), run_dir.errors_path(name, part))
+        return [r for p in (run_dir.rejected_path(name, part), run_dir.errors_path(name, part),
+                            run_dir.rewrites_path(name, part))
                 if (r := files.get(run_dir.recorded(p))) is not None]
 
     c = keys.checkpoint

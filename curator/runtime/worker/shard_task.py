@@ -12,7 +12,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator.batch import ID, REASON, SOURCE, Failure
+from curator.batch import ID, REASON, SOURCE, TEXT, Failure
 from curator.commit import Commit
 from curator.counts import StageCount
 from curator.io.parquet import ParquetPartWriter, RollingPartWriter, read_parquet_batches
@@ -75,6 +75,7 @@ class _ShardOutputs:
     def __init__(self, task: ShardTask, run_dir: RunDir, ctx: ShardContext) -> None:
         self.task, self.run_dir, self.ctx = task, run_dir, ctx
         self.rejected: dict[str, ParquetPartWriter] = {}
+        self.rewrites: dict[str, ParquetPartWriter] = {}
         self.errors: dict[str, Any] = {}
         self.columns: dict[str, set[pa.Schema]] = {}  # of batches before a stage's first removal
 
@@ -104,6 +105,24 @@ class _ShardOutputs:
         for failure in self.rejected[stage].write(removed):
             self.fail(stage, [failure])
 
+    def rewrite(self, stage: str, before: pa.Table, after: pa.Table) -> None:
+        """Keep the text before ``stage`` of the documents whose text it changed (``after``: the
+        rows it kept, in the order of ``before``'s rows)."""
+        if after.num_rows != before.num_rows:
+            before = before.filter(pc.is_in(before.column(ID), after.column(ID)))
+        if before.num_rows != after.num_rows or TEXT not in before.column_names:
+            return
+        changed = pc.fill_null(pc.not_equal(before.column(TEXT), after.column(TEXT)), True)
+        rows = before.select([ID, TEXT]).filter(changed)
+        if not rows.num_rows:
+            return
+        if stage not in self.rewrites:
+            path = self.ctx.temporary_for(self.run_dir.rewrites_path(stage, self.task.shard.part))
+            self.rewrites[stage] = ParquetPartWriter(path, INTERMEDIATE_ROW_GROUP,
+                                                     REJECTED_COMPRESSION)
+        for failure in self.rewrites[stage].write(rows):
+            self.fail(stage, [failure])
+
     def fail(self, stage: str, failures: list[Failure]) -> None:
         for failure in failures:
             failure.file = failure.file or self.task.shard.label or self.task.shard.path
@@ -117,7 +136,7 @@ class _ShardOutputs:
         self.errors[stage].write(b"".join(orjson.dumps(f.to_dict()) + b"\n" for f in failures))
 
     def close(self) -> None:
-        for writer in self.rejected.values():
+        for writer in [*self.rejected.values(), *self.rewrites.values()]:
             writer.close()
         for handle in self.errors.values():
             handle.close()
@@ -356,6 +375,8 @@ def _run_stage(name: str, stage: BatchStage, table: pa.Table, count: StageCount,
         result = apply_stage(stage, table, name, budget, isolate)
         if isinstance(stage, Filter):
             signals.record(name, table.column(ID), result.signals)
+    if stage.rewrites_text:
+        outputs.rewrite(name, table, result.kept)
     if writer is not None:
         write_failures = writer.write(result.kept, result.payload)
         if write_failures:
