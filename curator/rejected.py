@@ -1,6 +1,8 @@
 """What ``rejected/<stage>/`` keeps of a removed document when the run keeps ids only
 (``rejected: ids``, the default): its id, reason and the stage's columns, and the text of a
-deterministic sample, so that ``curate show`` can print what a stage removed and why.
+deterministic sample, so that ``curate show`` can print what a stage removed and why. Likewise
+``rewrites/<stage>/``, the text before a rewriting stage: of every rewritten document with
+``rejected: documents``, of the sample's with ``rejected: ids``.
 
 The sample is every document whose id hashes (XXH3-64) to 0 modulo :data:`SAMPLE_EVERY`: about
 1 % of each stage's and reason's removals, the same documents whatever the batching, executor or
@@ -36,3 +38,10 @@ def ids_and_sample(removed: pa.Table, columns: list[str] | tuple[str, ...] = ())
     keep = pa.array(in_sample(removed.column(ID)))
     sample = pc.if_else(keep, text, pa.nulls(len(text), text.type))
     return out.append_column(pa.field(TEXT, text.type), sample)
+
+
+def rewritten(before: pa.Table, rejected: str) -> pa.Table:
+    """``id`` and ``text`` of the rows of ``before`` (texts a stage then changed) that
+    ``rewrites/`` keeps: all of them with ``rejected: documents``, the sample's with ``ids``."""
+    rows = before.select([ID, TEXT])
+    return rows if rejected == "documents" else rows.filter(pa.array(in_sample(rows.column(ID))))

@@ -11,21 +11,24 @@ import signal
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from curator import halt as hook
+from curator.rejected import in_sample
 from curator.serve.runs import find_runs, run_detail, run_plan, run_summary
 from tests.runtime.killing import finish, kill_group, start
 
 pytestmark = pytest.mark.slow
 
-EMAIL_DOCS = [
-    {"id": f"doc-{i:03d}",
+EMAIL_DOCS = [  # ids 133, 189 and 228 are in rejected: ids' sample (in_sample)
+    {"id": f"doc-{i:04d}",
      "text": (f"Write to person{i}@example.org about item {i}. " if i % 3 == 0 else "")
      + f"Paragraph {i} of a plain document about rivers, bridges and the towns along them.\n"
      + ("A line every document shares.\n" if i % 2 else "") + f"Closing words number {i}."}
-    for i in range(60)]
+    for i in range(120, 240)]
 
 
 def _inputs(tmp_path: Path, shards: int = 6) -> Path:
@@ -37,9 +40,10 @@ def _inputs(tmp_path: Path, shards: int = 6) -> Path:
     return folder
 
 
-def _config(tmp_path: Path, stages: str, name: str = "demo") -> Path:
+def _config(tmp_path: Path, stages: str, name: str = "demo", rejected: str = "ids") -> Path:
     config = tmp_path / f"{name}.yaml"
-    config.write_text(f"name: {name}\nexecutor: {{type: local, workers: 1}}\nstages:\n"
+    config.write_text(f"name: {name}\nexecutor: {{type: local, workers: 1}}\n"
+                      f"rejected: {rejected}\nstages:\n"
                       f"  - {{type: read_jsonl, path: '{tmp_path / 'in'}/*.jsonl'}}\n{stages}",
                       encoding="utf-8")
     return config
@@ -80,19 +84,21 @@ def test_a_held_run_is_running_with_live_progress_then_done(tmp_path):
     summary = run_summary(out)
     assert summary["status"] == "done" and summary["error"] is None
     assert summary["progress"]["fraction"] == 1.0 and summary["progress"]["state"] == "finished"
-    assert summary["docs_in"] == 60 and summary["docs_kept"] == 60
+    assert summary["docs_in"] == 120 and summary["docs_kept"] == 120
     assert summary["progress"]["updated"] > progress["updated"]
     plan = {s["name"]: s["segment"] for s in run_plan(out)}
     assert plan == {"read_jsonl": 0, "pii": 0, "clean": 0, "line_dedup": 1, "write_parquet": 2}
     detail = run_detail(out)
-    assert detail["stats"]["stages"][0]["in"] == 60 and detail["report"]
+    assert detail["stats"]["stages"][0]["in"] == 120 and detail["report"]
     assert any("run finished" in line for line in detail["log_tail"])
 
 
 def test_rewriting_stages_keep_the_text_they_changed(tmp_path):
+    """With ``rejected: documents`` every rewritten document's text before the stage; with
+    ``ids`` (the default) the sample's (``curator.rejected.in_sample``) only."""
     _inputs(tmp_path)
     out = tmp_path / "runs" / "demo"
-    proc = start(_config(tmp_path, PII_CHAIN), out, tmp_path / "log")
+    proc = start(_config(tmp_path, PII_CHAIN, rejected="documents"), out, tmp_path / "log")
     finish(proc, tmp_path / "log")
     before = {d["id"]: d["text"] for d in EMAIL_DOCS}
     pii = pq.read_table(out / "rewrites" / "pii").to_pylist()
@@ -106,6 +112,15 @@ def test_rewriting_stages_keep_the_text_they_changed(tmp_path):
     assert {r["id"] for r in lines} == set(shared[1:])
     assert all("A line every document shares." in r["text"] for r in lines)
     assert all("shares" not in kept[r["id"]] for r in lines)
+
+    sampled = tmp_path / "runs" / "sampled"
+    finish(start(_config(tmp_path, PII_CHAIN), sampled, tmp_path / "log2"), tmp_path / "log2")
+    for stage, every in (("pii", pii), ("line_dedup", lines)):
+        ids = pa.array([r["id"] for r in every])
+        expected = sorted(pc.filter(ids, pa.array(in_sample(ids))).to_pylist())
+        folder = sampled / "rewrites" / stage
+        got = pq.read_table(folder).column("id").to_pylist() if folder.exists() else []
+        assert sorted(got) == expected and expected
 
 
 def test_a_killed_run_is_interrupted_and_a_failing_one_failed(tmp_path):

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from curator import halt
-from curator.batch import ID, REASON, TEXT
+from curator.batch import REASON, TEXT
 from curator.commit import (
     Commit,
     DamagedRecord,
@@ -39,7 +39,7 @@ from curator.commit import (
 )
 from curator.counts import StageCount
 from curator.io.parquet import read_part
-from curator.rejected import ids_and_sample
+from curator.rejected import ids_and_sample, rewritten
 from curator.runtime.cluster.executors import WorkerDied
 from curator.runtime.errors import CurationError
 from curator.runtime.worker.cpu_clock import cpu_now, cpu_since, task_running
@@ -311,20 +311,20 @@ class _RemoveResult(PhaseResult):
     count: dict[str, Any]
 
 
-def _rewritten(table: pa.Table, decisions: Decisions) -> pa.Table | None:
-    """``id`` and the text before the stage of the rows whose text its decisions rewrite (None
-    for a stage that decides no text)."""
+def _rewritten(table: pa.Table, decisions: Decisions, rejected: str) -> pa.Table | None:
+    """What ``rewrites/`` keeps of the rows whose text the decisions rewrite (None for a stage
+    that decides no text)."""
     text = decisions.columns.get(TEXT)
     if text is None or TEXT not in table.column_names:
         return None
-    changed = pc.fill_null(pc.not_equal(table.column(TEXT), text), True)
-    return table.select([ID, TEXT]).filter(changed)
+    return rewritten(table.filter(pc.fill_null(pc.not_equal(table.column(TEXT), text), True)),
+                     rejected)
 
 
 def _remove_part(task: _RemoveTask) -> _RemoveResult:
     table = read_part(task.path)
     decisions = task.decide(task.part, table)
-    before = _rewritten(table, decisions)
+    before = _rewritten(table, decisions, task.spec.rejected)
     for name, values in decisions.columns.items():
         if name in table.column_names:
             table = table.set_column(table.column_names.index(name), name, values)

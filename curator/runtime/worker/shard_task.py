@@ -17,7 +17,7 @@ from curator.commit import Commit
 from curator.counts import StageCount
 from curator.io.parquet import ParquetPartWriter, RollingPartWriter, read_parquet_batches
 from curator.io.records import ColumnMap
-from curator.rejected import ids_and_sample
+from curator.rejected import ids_and_sample, rewritten
 from curator.runtime.errors import CurationError
 from curator.runtime.worker.budget import FailureBudget
 from curator.runtime.worker.cpu_clock import child_cpu, cpu_now, cpu_since, task_running
@@ -113,7 +113,7 @@ class _ShardOutputs:
         if before.num_rows != after.num_rows or TEXT not in before.column_names:
             return
         changed = pc.fill_null(pc.not_equal(before.column(TEXT), after.column(TEXT)), True)
-        rows = before.select([ID, TEXT]).filter(changed)
+        rows = rewritten(before.filter(changed), self.task.spec.rejected)
         if not rows.num_rows:
             return
         if stage not in self.rewrites:
