@@ -32,6 +32,7 @@ from curator.runtime.errors import CurationError
 from curator.runtime.worker.progress import ProgressReporter
 from curator.runtime.worker.shard_task import ShardTask
 from curator.stages.base import Sink, Source, Stage
+from curator.store.doc_index import build_index
 from curator.store.keys import digest
 from curator.store.records import DatasetRecord, ShardManifest
 from curator.store.run_dir import RunDir
@@ -204,6 +205,8 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
 
     outputs = parquet_outputs(run_dir)
     write_report(run_dir.root, stats, outputs[-1] if outputs else None)
+    indexed = build_index(run_dir)
+    log.info("document index: %d documents in %.1f s", indexed["documents"], indexed["seconds"])
     if left:
         raise RunIncomplete(left)
     n_ran = len(ran & set(range(len(inputs))))
