@@ -103,6 +103,7 @@ bench: install-dev $(NEMO_VENV)/.done
 	$(PY) benchmarks/bench_e2e.py --copies 1 --dir bench-data/e2e-unique --out benchmarks/results_e2e_unique.md  # whole chain vs DataTrove, each page once (the README's figure)
 	$(PY) benchmarks/bench_e2e.py  # the same pages five times over
 	$(PY) benchmarks/bench_incremental.py  # reruns into the same run folder vs from scratch (about 20 min)
+	$(PY) benchmarks/bench_serve.py  # 50 clients polling a running run's progress (about 8 min)
 
 lint: install-dev
 	$(VENV)/bin/ruff check curator tests benchmarks locks

@@ -250,6 +250,34 @@ def stages(type_name: Annotated[str | None, typer.Argument(
     _stdout().print(table)
 
 
+@app.command()
+def serve(
+    dirs: Annotated[list[Path] | None, typer.Argument(
+        metavar="[DIR]...", help="Folders of runs, or runs (default: runs).")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: a free one).", min=0, max=65535)] = 8765,
+    token: Annotated[str | None, typer.Option(
+        help="Access token (default: one kept in ~/.config/curator/serve-token).")] = None,
+    submit: Annotated[bool, typer.Option(
+        help="Accept pipeline YAMLs and run them under the first DIR (POST /api/runs).")] = False,
+) -> None:
+    """Serve the runs under DIR to a browser: status, live progress, reports, documents."""
+    folders = dirs or [Path("runs")]
+    for folder in folders:
+        if not folder.is_dir():
+            fail(f"{folder}: no such folder", USAGE)
+    if token is not None and not token:
+        fail("--token must not be empty", USAGE)
+    from curator.serve.app import serve as serve_runs
+
+    try:
+        serve_runs(folders, host, port, token, submit)
+    except OSError as err:
+        fail(f"cannot serve on {host}:{port}: {err.strerror or err}", FAILED)
+    except KeyboardInterrupt:
+        pass
+
+
 app.command()(submit)
 app.command()(gc)
 

@@ -113,7 +113,8 @@ KILL = ("runtime/test_kill_", "runtime/test_resume.py", "runtime/test_worker_fau
         "runtime/test_failure_budget.py", "runtime/test_run_lock.py",
         "runtime/test_run_safety.py", "runtime/test_sandbox_fork.py", "jobs/test_job_faults.py",
         "test_cli_interrupt.py", "test_halt.py", "report/test_partial_report.py")
-BROWSER = ("report/test_report_browser.py", "report/test_report_browser_tokens.py")
+BROWSER = ("report/test_report_browser.py", "report/test_report_browser_tokens.py",
+           "serve/test_browser.py")
 GPU = ("kernels/test_gpu", "kernels/test_normalise_gpu.py", "runtime/test_devices.py",
        "stages/test_classifier_gpu.py")
 
