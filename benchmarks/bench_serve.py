@@ -6,8 +6,10 @@
 The run: ``curate run`` of read_jsonl → heuristic_filter → exact_dedup → write_parquet (its
 default local Dask cluster) on the bundled sample documents (English speeches, Japanese
 literature) copied ``--copies`` times over ``--shards`` JSONL files. The service: ``curate
-serve`` of the runs folder, one subprocess for the whole benchmark. The clients: this process
-(asyncio, one aiohttp session each), each asking ``/api/runs/{run}/progress`` once a second
+serve`` of the runs folder, one subprocess for the whole benchmark. The clients: a process of
+their own at the lowest CPU priority (``nice -n 19``: they stand for browsers on other machines;
+the service keeps its normal priority), asyncio, one aiohttp session each, each asking
+``/api/runs/{run}/progress`` once a second
 (their starts spread over the first second) from the moment the run's folder is listed until
 ``--seconds`` have passed or the run has ended. Runs alternate without and with clients (the
 service is up, idle, for the runs without); each run's wall time is its ``curate run``
@@ -104,16 +106,15 @@ async def client(session: aiohttp.ClientSession, url: str, offset: float, stop: 
         await asyncio.sleep(max(0.0, tick - time.monotonic()))
 
 
-async def poll_while(run: subprocess.Popen, port: int, name: str, clients: int, seconds: float,
-                     latencies: list[float], failures: list[str]) -> None:
-    """``clients`` pollers of the run's progress, from when the service lists the run until
-    ``seconds`` have passed or the run has ended."""
-    base = f"http://127.0.0.1:{port}"
+async def poll(url: str, clients: int, seconds: float, stop_file: Path
+               ) -> tuple[list[float], list[str]]:
+    """``clients`` pollers of ``url``, from when it answers 200 until ``seconds`` have passed
+    or ``stop_file`` exists (the run has ended)."""
+    latencies: list[float] = []
+    failures: list[str] = []
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    url = f"{base}/api/runs/{name}/progress"
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(headers=headers, connector=connector) as probe:
-        while run.poll() is None:
+    async with aiohttp.ClientSession(headers=headers) as probe:
+        while not stop_file.exists():
             async with probe.get(url) as response:
                 if response.status == 200:
                     break
@@ -124,32 +125,57 @@ async def poll_while(run: subprocess.Popen, port: int, name: str, clients: int, 
         tasks = [asyncio.create_task(client(s, url, i / clients, stop, latencies, failures))
                  for i, s in enumerate(sessions)]
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and run.poll() is None:
+        while time.monotonic() < deadline and not stop_file.exists():
             await asyncio.sleep(0.2)
         stop.set()
         await asyncio.gather(*tasks)
     finally:
         await asyncio.gather(*(s.close() for s in sessions))
+    return latencies, failures
+
+
+def start_clients(port: int, name: str, clients: int, seconds: float, folder: Path
+                  ) -> tuple[subprocess.Popen, Path, Path]:
+    """The pollers in a process of their own at the lowest CPU priority (``nice -n 19``): they
+    stand for browsers on other machines, so their own CPU must not be charged to the run; the
+    service keeps its normal priority. Returns the process, its stop file and its result file."""
+    stop, result = folder / "clients.stop", folder / "clients.json"
+    stop.unlink(missing_ok=True)
+    result.unlink(missing_ok=True)
+    url = f"http://127.0.0.1:{port}/api/runs/{name}/progress"
+    proc = subprocess.Popen(["nice", "-n", "19", sys.executable, __file__, "--poll", url,
+                             "--clients", str(clients), "--seconds", str(seconds),
+                             "--stop-file", str(stop), "--result", str(result)])
+    return proc, stop, result
 
 
 def one_run(config: Path, output: Path, log: Path, port: int | None, clients: int,
-            seconds: float, latencies: list[float], failures: list[str]) -> float:
+            seconds: float, latencies: list[float], failures: list[str]) -> tuple[float, float]:
     """Wall seconds of one ``curate run`` into a fresh ``output`` (with pollers when ``port``
-    is given)."""
+    is given), and the pollers' CPU seconds."""
     shutil.rmtree(output, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    pollers = None
     began = time.perf_counter()
     with open(log, "ab") as out:
         run = subprocess.Popen([sys.executable, "-m", "curator", "run", str(config), "--output",
                                 str(output)], stdout=out, stderr=subprocess.STDOUT, env=env)
         if port is not None:
-            asyncio.run(poll_while(run, port, output.name, clients, seconds, latencies,
-                                   failures))
+            pollers, stop, result = start_clients(port, output.name, clients, seconds,
+                                                  output.parent)
         code = run.wait()
     wall = time.perf_counter() - began
+    cpu = 0.0
+    if pollers is not None:
+        stop.touch()
+        pollers.wait()
+        answer = json.loads(result.read_text())
+        latencies += answer["latencies"]
+        failures += answer["failures"]
+        cpu = answer["cpu"]
     if code != 0:
         raise SystemExit(f"curate run failed ({code}); see {log}")
-    return wall
+    return wall, cpu
 
 
 def _cpu(process: psutil.Process) -> float:
@@ -171,7 +197,16 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0, help="how long the clients poll")
     ap.add_argument("--dir", type=Path, default=ROOT / "bench-data" / "serve")
     ap.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results_serve.md")
+    ap.add_argument("--poll", help=argparse.SUPPRESS)  # the pollers' process (start_clients)
+    ap.add_argument("--stop-file", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.poll:
+        latencies, failures = asyncio.run(poll(args.poll, args.clients, args.seconds,
+                                               args.stop_file))
+        args.result.write_text(json.dumps({"latencies": latencies, "failures": failures,
+                                           "cpu": _cpu(psutil.Process())}))
+        return
 
     shutil.rmtree(args.dir, ignore_errors=True)
     args.dir.mkdir(parents=True)
@@ -188,13 +223,13 @@ def main() -> None:
     try:
         for i in range(args.runs):
             for side in ("without", "with"):
-                served, polled = _cpu(psutil.Process(service.pid)), _cpu(psutil.Process())
-                wall = one_run(config, runs / f"run-{side}-{i}", args.dir / "runs.log",
-                               port if side == "with" else None, args.clients, args.seconds,
-                               latencies, failures)
+                served = _cpu(psutil.Process(service.pid))
+                wall, polled = one_run(config, runs / f"run-{side}-{i}", args.dir / "runs.log",
+                                       port if side == "with" else None, args.clients,
+                                       args.seconds, latencies, failures)
                 if side == "with":
                     cpu["service"] += _cpu(psutil.Process(service.pid)) - served
-                    cpu["clients"] += _cpu(psutil.Process()) - polled
+                    cpu["clients"] += polled
                 walls[side].append(wall)
                 print(f"run {i + 1}/{args.runs} {side} clients: {wall:.1f} s", flush=True)
     finally:
@@ -212,8 +247,9 @@ def main() -> None:
         f"sample documents ({size / 1e6:.1f} MB of JSONL in {args.shards} files), default "
         f"executor; {args.runs} runs each side, alternating.",
         f"Clients: {args.clients}, each polling /api/runs/{{run}}/progress once a second for up "
-        f"to {args.seconds:.0f} s, from one process apart from the service (`curate serve` "
-        "subprocess) and the run.",
+        f"to {args.seconds:.0f} s, from a process apart from the service (`curate serve` "
+        "subprocess) and the run, at `nice -n 19` (they stand for browsers elsewhere; the "
+        "service runs at normal priority).",
         "",
         "| figure | value |",
         "| --- | --- |",

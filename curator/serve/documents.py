@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +27,14 @@ import pyarrow.parquet as pq
 from curator.batch import ID, REASON, SOURCE, TEXT
 from curator.commit import DamagedRecord, read_json
 from curator.pipeline import resolve_names
-from curator.store.doc_index import URL, Location, inside, lookup, writer_folders
+from curator.store.doc_index import (
+    URL,
+    Location,
+    index_built,
+    inside,
+    lookup,
+    writer_folders,
+)
 from curator.store.run_dir import MANIFESTS, RUN_FILE, STATS_FILE, WORK, RunDir
 
 MAX_LIMIT = 500
@@ -354,8 +362,7 @@ def _sources(lay: Layout, q: DocumentQuery) -> tuple[list[_Source], str | None]:
 # ---------------------------------------------------------------------------- scores
 def score_files(lay: Layout) -> dict[str, dict[str, Path]]:
     """Each filter's scores files (one per shard), by shard name, in pipeline order."""
-    scores = lay.run_dir.scores_path("-", "-").parent.parent
-    folders = sorted((f for f in scores.glob("*") if f.is_dir()), key=lambda f: lay.order(f.name))
+    folders = sorted(lay.run_dir.scores_folders(), key=lambda f: lay.order(f.name))
     return {folder.name: {f.stem: f for f in lay.files(folder)} for folder in folders}
 
 
@@ -454,7 +461,8 @@ def query_documents(run: Path, q: DocumentQuery) -> dict[str, Any]:
     _check_scores(q, scores, sources)
     groups: Iterator[tuple[_Source, pq.ParquetFile, int, np.ndarray | None]]
     if q.id is not None or q.url is not None:
-        located = lookup(lay.run_dir, q.id or q.url or "", "id" if q.id is not None else "url")
+        located = lookup(lay.run_dir, q.id or q.url or "", "id" if q.id is not None else "url",
+                         settled(lay.run_dir))
         answer["indexed"] = bool(located) and all(loc.via == "index" for loc in located)
         groups = _located_groups(lay, sources, located)
     else:
@@ -595,13 +603,25 @@ def _scalar(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime.date) else value
 
 
+def settled(run_dir: RunDir) -> bool:
+    """Whether the run's index covers its files as they are: its last run finished, and built
+    the index, after it started (a run since would have rewritten ``progress.json``)."""
+    try:
+        progress = json.loads(run_dir.progress_file.read_text(encoding="utf-8"))
+        started = float(progress["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    built = index_built(run_dir)
+    return progress.get("state") == "finished" and built is not None and built >= started
+
+
 # ---------------------------------------------------------------------------- one document
 def get_document(run: Path, doc_id: str) -> dict[str, Any] | None:
     """One document, found through the run's index: its full text and columns, where it ended
     (kept in the output, removed by a stage and why, or only seen in a segment's parts), every
     filter's scores of it, and per rewriting stage its text before and after, with a diff."""
     lay = layout(run)
-    found = [(loc, row) for loc in lookup(lay.run_dir, doc_id, "id")
+    found = [(loc, row) for loc in lookup(lay.run_dir, doc_id, "id", settled(lay.run_dir))
              if (row := _row(lay, loc, doc_id)) is not None]
     if not found:
         return None

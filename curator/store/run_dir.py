@@ -153,6 +153,10 @@ class RunDir:
         """A filter's scores of one shard's documents, with their ids."""
         return self.root / STORE / "scores" / stage / f"{part}.parquet"
 
+    def scores_folders(self) -> list[Path]:
+        """Each filter's folder of kept scores, if there."""
+        return sorted(f for f in (self.root / STORE / "scores").glob("*") if f.is_dir())
+
     def prepare(self, fingerprint: str, config: dict, decisive: dict, force: bool,
                 dataset_files: Iterable[Path] = ()) -> None:
         """Start, resume or update a run (a changed configuration reuses what its keys still

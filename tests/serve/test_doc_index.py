@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curator.serve.documents import DocumentQuery, query_documents
+from curator.serve.documents import DocumentQuery, query_documents, settled
+from curator.store import doc_index
 from curator.store.doc_index import INDEX, build_index, data_files, lookup
 from curator.store.run_dir import RunDir
 from tests.serve.test_documents import build_run, input_documents
@@ -96,6 +98,11 @@ def test_files_written_after_the_index_are_scanned(run, tmp_path):
     """A running run publishes a new part and rewrites another after the index was built."""
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
+    assert settled(RunDir(copy))
+    progress = json.loads(RunDir(copy).progress_file.read_text())
+    progress.update(state="running", started=time.time() + 1)  # as a new run writes it
+    RunDir(copy).progress_file.write_text(json.dumps(progress))
+    assert not settled(RunDir(copy))
     new = copy / "rejected" / "length_filter" / "part-new.parquet"
     pq.write_table(pa.table({"id": ["late-doc"], "text": ["a late page"], "reason": ["too_short"],
                              "url": ["https://example.org/late"]}), new)
@@ -153,3 +160,18 @@ def test_an_unreadable_file_is_left_out_of_the_index_not_the_run(run, tmp_path):
     doc_id = input_documents()[0]["id"]
     found = lookup(RunDir(copy), doc_id, "id")
     assert found and {loc.via for loc in found} == {"index"}
+
+
+def test_a_settled_run_is_answered_by_the_index_alone(run, monkeypatch):
+    """A finished run whose index was built after it started: no file of the run is listed or
+    stat-ed for a lookup (only the index's own files are read)."""
+    assert settled(RunDir(run))
+    docs = input_documents()
+    expected = {d["id"]: places(lookup(RunDir(run), d["id"], "id")) for d in docs[::25]}
+
+    def listing_forbidden(run_dir):
+        raise AssertionError("a settled lookup listed the run's files")
+
+    monkeypatch.setattr(doc_index, "data_files", listing_forbidden)
+    for doc_id, where in expected.items():
+        assert where and places(lookup(RunDir(run), doc_id, "id", settled=True)) == where
