@@ -1,7 +1,7 @@
 """A run's document index: id and URL → file, row group and row, written once a run has
 finished (``_index/``), so that ``curate serve`` finds a document without a scan.
 
-Rows ``(hash, kind, file, row_group, row)`` (``hash``: xxh3-64 of the key's UTF-8 bytes;
+Rows ``(hash, kind, file, row_group, row)`` (``hash``: the high 64 bits of the key's XXH3-128;
 ``kind``: 0 id, 1 URL; ``row``: within its row group) are partitioned by the top bits of the hash
 into ``B`` bucket files (``bucket-XXXXX.parquet``, B a power of two, about one per million
 rows), each sorted by hash; ``files.json`` names the indexed files (ordinal → path, size,
@@ -30,6 +30,7 @@ import xxhash
 
 from curator.batch import ID
 from curator.commit import DamagedRecord, read_json, write_json_atomic
+from curator.kernels.doc_hash import doc_hashes
 from curator.store.run_dir import MANIFESTS, OWN_FOLDERS, WORK, RunDir
 
 INDEX = "_index"
@@ -76,7 +77,8 @@ def inside(root: Path, path: Path) -> bool:
 
 
 def key_hash(key: str) -> int:
-    return xxhash.xxh3_64_intdigest(key.encode("utf-8"))
+    """The key's hash: the high half of its XXH3-128, as ``doc_hashes`` computes it in bulk."""
+    return xxhash.xxh3_128_intdigest(key.encode("utf-8")) >> 64
 
 
 def writer_folders(run_dir: RunDir) -> dict[int, list[Path]]:
@@ -189,8 +191,7 @@ def _file_rows(path: Path, ordinal: int) -> Iterator[tuple[np.ndarray, ...]]:
             rows = np.flatnonzero(pc.is_valid(values).to_numpy(zero_copy_only=False))
             if not len(rows):
                 continue
-            hashes = np.fromiter((key_hash(v) for v in pc.take(values, rows).to_pylist()),
-                                 np.uint64, len(rows))
+            hashes = doc_hashes(pc.take(values, rows))[0]  # numba: ~40 M keys/s, not ~4 M
             yield (hashes, np.full(len(rows), KINDS[kind], np.uint8),
                    np.full(len(rows), ordinal, np.uint32), np.full(len(rows), group, np.uint32),
                    rows.astype(np.uint32))
