@@ -7,14 +7,15 @@ The run: ``curate run`` of read_jsonl → heuristic_filter → exact_dedup → w
 default local Dask cluster) on the bundled sample documents (English speeches, Japanese
 literature) copied ``--copies`` times over ``--shards`` JSONL files. The service: ``curate
 serve`` of the runs folder, one subprocess for the whole benchmark. The clients: a process of
-their own at the lowest CPU priority (``nice -n 19``: they stand for browsers on other machines;
-the service keeps its normal priority), asyncio, one aiohttp session each, each asking
-``/api/runs/{run}/progress`` once a second
+their own (asyncio, one aiohttp session each; on the run's own cores, so their CPU counts
+against the run), each asking ``/api/runs/{run}/progress`` once a second
 (their starts spread over the first second) from the moment the run's folder is listed until
-``--seconds`` have passed or the run has ended. Runs alternate without and with clients (the
-service is up, idle, for the runs without); each run's wall time is its ``curate run``
-process's, start to exit. Reported: request latency (median, p99, max; every answer must be
-200) and the median run time of each side; verdict: the run with clients at most 5 % slower.
+``--seconds`` have passed or the run has ended. After one untimed run (caches warm), runs
+alternate without and with clients in the order A B B A A B (a drift of the machine over the
+benchmark then weighs on both sides alike; the service is up, idle, for the runs without); each
+run's wall time is its ``curate run`` process's, start to exit. Reported: request latency
+(median, p99, max; every answer must be 200) and the median run time of each side; verdict:
+the run with clients at most 5 % slower.
 """
 
 from __future__ import annotations
@@ -136,14 +137,14 @@ async def poll(url: str, clients: int, seconds: float, stop_file: Path
 
 def start_clients(port: int, name: str, clients: int, seconds: float, folder: Path
                   ) -> tuple[subprocess.Popen, Path, Path]:
-    """The pollers in a process of their own at the lowest CPU priority (``nice -n 19``): they
-    stand for browsers on other machines, so their own CPU must not be charged to the run; the
-    service keeps its normal priority. Returns the process, its stop file and its result file."""
+    """The pollers in a process of their own (at normal priority: they stand for browsers on
+    other machines, yet here they share the run's cores, and their CPU is charged to the run).
+    Returns the process, its stop file and its result file."""
     stop, result = folder / "clients.stop", folder / "clients.json"
     stop.unlink(missing_ok=True)
     result.unlink(missing_ok=True)
     url = f"http://127.0.0.1:{port}/api/runs/{name}/progress"
-    proc = subprocess.Popen(["nice", "-n", "19", sys.executable, __file__, "--poll", url,
+    proc = subprocess.Popen([sys.executable, __file__, "--poll", url,
                              "--clients", str(clients), "--seconds", str(seconds),
                              "--stop-file", str(stop), "--result", str(result)])
     return proc, stop, result
@@ -221,8 +222,9 @@ def main() -> None:
     failures: list[str] = []
     cpu = {"service": 0.0, "clients": 0.0}  # CPU seconds spent during the runs with clients
     try:
+        one_run(config, runs / "warm-up", args.dir / "runs.log", None, 0, 0, [], [])
         for i in range(args.runs):
-            for side in ("without", "with"):
+            for side in ("without", "with") if i % 2 == 0 else ("with", "without"):
                 served = _cpu(psutil.Process(service.pid))
                 wall, polled = one_run(config, runs / f"run-{side}-{i}", args.dir / "runs.log",
                                        port if side == "with" else None, args.clients,
@@ -245,11 +247,11 @@ def main() -> None:
         "",
         f"Run: read_jsonl → heuristic_filter → exact_dedup → write_parquet on {documents:,} "
         f"sample documents ({size / 1e6:.1f} MB of JSONL in {args.shards} files), default "
-        f"executor; {args.runs} runs each side, alternating.",
+        f"executor; {args.runs} runs each side.",
         f"Clients: {args.clients}, each polling /api/runs/{{run}}/progress once a second for up "
         f"to {args.seconds:.0f} s, from a process apart from the service (`curate serve` "
-        "subprocess) and the run, at `nice -n 19` (they stand for browsers elsewhere; the "
-        "service runs at normal priority).",
+        "subprocess) and the run, on the same 2 cores; one untimed run first, then the runs "
+        "in the order A B B A A B (A: without clients).",
         "",
         "| figure | value |",
         "| --- | --- |",
