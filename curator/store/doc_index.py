@@ -17,10 +17,12 @@ import os
 import secrets
 import shutil
 import time
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +44,8 @@ ROWS_PER_BUCKET = 1_000_000
 #: Index rows held in memory before they are sorted and spilled to a run file.
 SPILL_ROWS = 4_000_000
 BUCKET_ROW_GROUP = 65_536
+#: Files whose key columns are read and hashed side by side.
+THREADS = min(8, os.cpu_count() or 1)
 SCHEMA = pa.schema([("hash", pa.uint64()), ("kind", pa.uint8()), ("file", pa.uint32()),
                     ("row_group", pa.uint32()), ("row", pa.uint32())])
 #: Indexed besides the writers' folders: removed documents, texts before a rewrite, and the parts
@@ -136,14 +140,16 @@ def build_index(run_dir: RunDir, spill_rows: int = SPILL_ROWS,
     buckets = bucket_count(sum(_index_rows(p) for p in files), rows_per_bucket)
     spill = _Spill(tmp / "runs", spill_rows)
     documents = 0
-    for ordinal, path in enumerate(files):
-        try:
-            for rows in _file_rows(path, ordinal):
-                documents += int(np.count_nonzero(rows[1] == KINDS[ID]))
-                spill.add(rows)
-        except (OSError, pa.ArrowException) as err:  # its rows are not trusted: it is scanned
-            log.warning("%s: not indexed (%s)", path, err)
-            listed[ordinal]["size"] = None
+    # files read side by side (Arrow's reads, the hash kernel and NumPy release the GIL), their
+    # rows added in file order; at most twice the threads' files held at once
+    with ThreadPoolExecutor(THREADS) as pool:
+        window: deque[Future] = deque()
+        for ordinal, path in enumerate(files):
+            window.append(pool.submit(_file_rows, path, ordinal))
+            if len(window) > 2 * THREADS:
+                documents += _add(window.popleft().result(), spill, listed, files)
+        while window:
+            documents += _add(window.popleft().result(), spill, listed, files)
     spill.flush()
     n_rows = spill.write_buckets(tmp, buckets, token)
     shutil.rmtree(tmp / "runs")
@@ -180,8 +186,32 @@ def _keys(parquet: pq.ParquetFile) -> list[str]:
     return [kind for kind in KINDS if kind in names]
 
 
-def _file_rows(path: Path, ordinal: int) -> Iterator[tuple[np.ndarray, ...]]:
-    """One file's index rows, a row group (its key columns alone) at a time."""
+def _add(result: tuple[Any, str | None], spill: _Spill, listed: list[dict],
+         files: list[Path]) -> int:
+    """Add one file's rows to the spill; returns its documents (id rows). A file that could not
+    be read is marked unindexed (its size left out): lookups scan it."""
+    rows_of, error = result
+    if error is not None:
+        log.warning("%s: not indexed (%s)", files[rows_of], error)
+        listed[rows_of]["size"] = None
+        return 0
+    documents = 0
+    for rows in rows_of:
+        documents += int(np.count_nonzero(rows[1] == KINDS[ID]))
+        spill.add(rows)
+    return documents
+
+
+def _file_rows(path: Path, ordinal: int) -> tuple[Any, str | None]:
+    """One file's index rows (a list of row blocks, read a row group and its key columns at a
+    time), or its ordinal and why it could not be read."""
+    try:
+        return list(_row_blocks(path, ordinal)), None
+    except (OSError, pa.ArrowException) as err:
+        return ordinal, str(err)
+
+
+def _row_blocks(path: Path, ordinal: int) -> Iterator[tuple[np.ndarray, ...]]:
     parquet = pq.ParquetFile(path)
     keys = _keys(parquet)
     for group in range(parquet.num_row_groups):
