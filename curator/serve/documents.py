@@ -310,8 +310,9 @@ def _kept_sources(lay: Layout, name: str) -> tuple[list[_Source], str | None]:
     later = members[at + 1:end + 1]
     if lay.config.get("rejected", "ids") != "documents" and any(
             lay.rows(_rejected(lay, t)) for t in later):
-        return [], (f"the text of documents {', '.join(later)} removed is not kept "
-                    "(rejected: ids); only the segment's end can be browsed")
+        lay.warnings.append(f"documents {', '.join(later)} removed later are listed with their "
+                            "ids and reasons; their text is kept for a 1 % sample only "
+                            "(rejected: ids)")
     return base + [_Source(p) for t in later for p in _rejected(lay, t)], None
 
 

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator import Clean, ExactDedup, LengthFilter, Pipeline, ReadJsonl, WriteParquet
+from curator.rejected import in_sample
 from curator.serve.documents import (
     DocumentQuery,
     UnknownScore,
@@ -184,14 +185,22 @@ def test_one_document_with_the_text_before_and_after_clean(run):
     assert get_document(run, "no-such-document") is None
 
 
-def test_rejected_ids_runs_say_why_mid_segment_documents_cannot_be_browsed(tmp_path):
+def test_rejected_ids_runs_list_mid_segment_documents_without_the_text_not_kept(tmp_path):
+    """Kept after a stage in the middle of a segment: the segment's output and what later
+    stages of it removed; with ``rejected: ids`` those come with their ids and reasons, their
+    text for the 1 % sample only, and the answer says so."""
     run = build_run(tmp_path, rejected="ids")
     stages = {s["name"]: s for s in stage_catalog(run)}
-    assert not stages["clean"]["kept_available"]
-    assert "rejected: ids" in stages["clean"]["kept_why"]
-    assert stages["length_filter"]["kept_available"]
-    answer = ask(run, stage="clean")
-    assert answer["available"] is False and answer["documents"] == []
+    assert stages["clean"]["kept_available"] and stages["length_filter"]["kept_available"]
+    answer = ask(run, stage="clean", limit="500")
+    later = pq.read_table(run / "rejected" / "length_filter").column("id").to_pylist()
+    passed = {s["name"]: s for s in json.loads((run / "stats.json").read_text())["stages"]}
+    assert later and answer["available"] and answer["matched"] == passed["length_filter"]["in"]
+    listed = {d["id"]: d for d in answer["documents"]}
+    assert set(later) <= set(listed)
+    assert any("rejected: ids" in w for w in answer["warnings"])
+    assert all(listed[i]["text"] is None for i in later
+               if not in_sample(pa.array([i]))[0])
     shutil.rmtree(run / "_work" / "segment-01" / "out")
     trimmed = ask(run, stage="exact_dedup")
     assert trimmed["available"] is False and "not there" in trimmed["why"]
