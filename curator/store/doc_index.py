@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
+from curator import halt
 from curator.batch import ID
 from curator.commit import DamagedRecord, read_json, write_json_atomic
 from curator.kernels.doc_hash import doc_hashes
@@ -155,6 +156,7 @@ def build_index(run_dir: RunDir, spill_rows: int = SPILL_ROWS,
     shutil.rmtree(tmp / "runs")
     write_json_atomic(tmp / FILES, {"build": token, "buckets": buckets, "documents": documents,
                                     "rows": n_rows, "files": listed})
+    halt.point("index")
     _swap(root, tmp, token)
     return {"documents": documents, "files": len(files), "buckets": buckets, "rows": n_rows,
             "spills": len(spill.runs), "seconds": round(time.monotonic() - started, 3)}

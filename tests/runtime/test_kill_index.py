@@ -1,0 +1,41 @@
+"""A run killed with SIGKILL while its document index is being written (its files in the
+temporary folder, not yet swapped in), then run again with the same command: the same output
+bytes as an uninterrupted run, the index in place, no temporary folder left, lookups answered
+by the index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from curator.store.doc_index import INDEX, lookup
+from curator.store.run_dir import RunDir
+from tests.conftest import assert_accounting
+from tests.runtime import killing
+
+SHARDS = 4
+
+
+def test_a_run_killed_while_writing_its_index_resumes_to_the_same_bytes(tmp_path):
+    inputs = killing.write_inputs(tmp_path / "in", SHARDS, copies=2)
+    config = killing.dedup_config(tmp_path, inputs, "{type: exact_dedup}")
+    run_dir = tmp_path / "run"
+    reference = killing.reference_run(config, run_dir, tmp_path / "reference",
+                                      tmp_path / "ref.log")
+    halt_dir = tmp_path / "halt"
+    proc = killing.start(config, run_dir, tmp_path / "run.log", halt="index", halt_dir=halt_dir)
+    halted = killing.halt_and_kill(proc, halt_dir, "index", tmp_path / "run.log")
+    assert halted["point"] == "index"
+    assert not (run_dir / INDEX).exists() and list(run_dir.glob(f"{INDEX}.tmp-*"))
+
+    killing.run(config, run_dir, tmp_path / "run.log")
+    assert killing.differences(run_dir, reference) == []
+    assert_accounting(run_dir)
+    assert (run_dir / INDEX / "files.json").exists()
+    assert not list(run_dir.glob(f"{INDEX}.*"))  # the killed build's folder is gone
+    kept = pq.read_table(run_dir / "write_parquet").column("id").to_pylist()
+    for doc_id in kept[:: max(1, len(kept) // 10)]:
+        found = lookup(RunDir(run_dir), doc_id, "id")
+        assert found and {loc.via for loc in found} == {"index"}
+        assert any(Path(loc.path).parts[0] == "write_parquet" for loc in found)
