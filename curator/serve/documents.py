@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import difflib
-import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import pyarrow.parquet as pq
 from curator.batch import ID, REASON, SOURCE, TEXT
 from curator.commit import DamagedRecord, read_json
 from curator.pipeline import resolve_names
+from curator.serve.runs import run_progress
 from curator.store.doc_index import (
     URL,
     Location,
@@ -35,7 +35,7 @@ from curator.store.doc_index import (
     lookup,
     writer_folders,
 )
-from curator.store.run_dir import MANIFESTS, RUN_FILE, STATS_FILE, WORK, RunDir
+from curator.store.run_dir import WORK, RunDir
 
 MAX_LIMIT = 500
 TEXT_CHARS = 2_000
@@ -227,34 +227,16 @@ def layout(run: Path) -> Layout:
     manifests each segment wrote, else from the recorded pipeline's plan where it can be built
     without importing plugin code."""
     run_dir = RunDir(run)
-    config = read_json(run / RUN_FILE)["config"]
+    config = run_dir.recorded_config()
     specs = config.get("stages", [])
     names = resolve_names([(s.get("name"), s["type"]) for s in specs])
-    segments = _manifest_segments(run_dir)
+    segments = run_dir.stage_segments()
     if any(name not in segments for name in names):
         segments = {**_planned_segments(run_dir, config), **segments}
     stages = [StageInfo(name, spec["type"], *segments.get(name, (None, "unknown")))
               for name, spec in zip(names, specs, strict=True)]
     return Layout(run_dir, config, stages, dict(zip(names, specs, strict=True)),
                   writer_folders(run_dir))
-
-
-def _manifest_segments(run_dir: RunDir) -> dict[str, tuple[int, str]]:
-    """Stage → (segment, kind), from each segment's dataset record or first shard manifest."""
-    found: dict[str, tuple[int, str]] = {}
-    for folder in sorted((run_dir.root / MANIFESTS).glob("segment-*")):
-        index = int(folder.name.removeprefix("segment-"))
-        record = run_dir.dataset_record(index)
-        if record is not None and "name" in record.count:
-            found[record.count["name"]] = (index, "dataset")
-            continue
-        for manifest in sorted(folder.glob("part-*.json")):
-            try:
-                found.update({s["name"]: (index, "shard") for s in read_json(manifest)["stages"]})
-                break
-            except (DamagedRecord, KeyError, TypeError):
-                continue
-    return found
 
 
 def _planned_segments(run_dir: RunDir, config: dict[str, Any]) -> dict[str, tuple[int, str]]:
@@ -423,7 +405,7 @@ def stage_catalog(run: Path) -> list[dict[str, Any]]:
     rewrote texts, and its score columns."""
     lay = layout(run)
     try:
-        counted = {s["name"]: s for s in read_json(run / STATS_FILE).get("stages", [])}
+        counted = {s["name"]: s for s in read_json(RunDir(run).stats_file).get("stages", [])}
     except (FileNotFoundError, DamagedRecord):
         counted = {}
     scores = score_columns(score_files(lay))
@@ -607,10 +589,10 @@ def _scalar(value: Any) -> Any:
 def settled(run_dir: RunDir) -> bool:
     """Whether the run's index covers its files as they are: its last run finished, and built
     the index, after it started (a run since would have rewritten ``progress.json``)."""
+    progress = run_progress(run_dir.root) or {}
     try:
-        progress = json.loads(run_dir.progress_file.read_text(encoding="utf-8"))
         started = float(progress["started"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         return False
     built = index_built(run_dir)
     return progress.get("state") == "finished" and built is not None and built >= started

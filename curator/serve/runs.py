@@ -50,13 +50,18 @@ def _children(root: Path) -> list[Path]:
         return []
 
 
-def run_progress(path: Path) -> dict[str, Any] | None:
-    """The run's ``progress.json`` (None when it has none or it cannot be read)."""
+def _json_object(file: Path) -> dict[str, Any] | None:
+    """A JSON object file the run writes (None when it is not there or cannot be read)."""
     try:
-        data = json.loads(RunDir(path).progress_file.read_text(encoding="utf-8"))
+        data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def run_progress(path: Path) -> dict[str, Any] | None:
+    """The run's ``progress.json`` (None when it has none or it cannot be read)."""
+    return _json_object(RunDir(path).progress_file)
 
 
 def run_status(path: Path, progress: dict[str, Any] | None,
@@ -101,11 +106,7 @@ def _log_tail(path: Path) -> list[str]:
 
 
 def _stats(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(RunDir(path).stats_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return _json_object(RunDir(path).stats_file)
 
 
 def _config(path: Path) -> dict[str, Any]:
@@ -160,7 +161,8 @@ def run_plan(path: Path) -> list[dict[str, Any]]:
     raw = [s for s in config.get("stages") or () if isinstance(s, dict)]
     names = resolve_names([(s.get("name"), str(s.get("type", "?"))) for s in raw])
     segment_of = RunDir(path).stage_segments()
-    return [{"name": name, "type": str(s.get("type", "?")), "segment": segment_of.get(name)}
+    return [{"name": name, "type": str(s.get("type", "?")),
+             "segment": segment_of.get(name, (None, ""))[0]}
             for name, s in zip(names, raw, strict=True)]
 
 

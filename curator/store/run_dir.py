@@ -250,22 +250,24 @@ class RunDir:
             found[manifest.part] = manifest
         return found
 
-    def stage_segments(self) -> dict[str, int]:
-        """Stage name → the segment it ran in, as the last run's records say (a shard manifest
-        names every stage of its segment; a dataset record its stage)."""
-        out: dict[str, int] = {}
+    def stage_segments(self) -> dict[str, tuple[int, str]]:
+        """Stage name → (segment, ``shard`` or ``dataset``), as the last run's records say: a
+        dataset record names its stage, the first readable shard manifest of a segment every
+        stage of it."""
+        out: dict[str, tuple[int, str]] = {}
         for folder in sorted((self.root / MANIFESTS).glob("segment-*")):
             index = int(folder.name.removeprefix("segment-"))
             record = self.dataset_record(index)
-            if record is not None:
-                out[record.count.get("name", "")] = index
-            for path in sorted(folder.glob("part-*.json"))[:1]:
+            if record is not None and "name" in record.count:
+                out[record.count["name"]] = (index, "dataset")
+                continue
+            for path in sorted(folder.glob("part-*.json")):
                 try:
-                    out.update(dict.fromkeys(ShardManifest.from_record(read_json(path)).counts(),
-                                             index))
+                    names = ShardManifest.from_record(read_json(path)).counts()
                 except (DamagedRecord, KeyError, TypeError, AttributeError):
                     continue
-        out.pop("", None)
+                out.update(dict.fromkeys(names, (index, "shard")))
+                break
         return out
 
     def every_manifest(self) -> list[ShardManifest]:
