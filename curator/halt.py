@@ -35,6 +35,8 @@ POINTS = {
     "trim": "a dataset stage's record is written, its work folder not yet trimmed "
             "(scope: segment-NN)",
     "stats": "every segment is done, stats.json not yet written",
+    "index-piece": "a task's document index rows are written, the files they index not yet "
+                   "renamed into place (key: the piece's name)",
     "index": "the document index's files are written in its temporary folder, not yet swapped "
              "in (stats.json and report.html are written)",
 }

@@ -1,16 +1,25 @@
-"""A run's document index: id and URL → file, row group and row, written once a run has
-finished (``_index/``), so that ``curate serve`` finds a document without a scan.
+"""A run's document index: id and URL → file, row group and row, so that ``curate serve`` finds
+a document without a scan, while the run runs and after.
+
+At commit, each shard task and each removal task writes the index rows of the document files it
+commits (read back from the page cache, key columns only) as a piece,
+``_index_pieces/<task>.parquet``; when the run ends the pieces, the previous index's rows of the
+files unchanged since, and the key columns of any file neither covers are merged into
+``_index/``, and the pieces removed.
 
 Rows ``(hash, kind, file, row_group, row)`` (``hash``: the high 64 bits of the key's XXH3-128;
 ``kind``: 0 id, 1 URL; ``row``: within its row group) are partitioned by the top bits of the hash
 into ``B`` bucket files (``bucket-XXXXX.parquet``, B a power of two, about one per million
 rows), each sorted by hash; ``files.json`` names the indexed files (ordinal → path, size,
-mtime_ns). A file that is new or changed since (a running run writes on) is scanned instead,
-its id and URL columns alone, a row group at a time; so is every file when there is no index.
+mtime_ns). A piece is one such file, sorted by hash, naming its files in its schema metadata.
+A file that no index or piece covers as it is now (size and mtime) is scanned instead, its id
+and URL columns alone, a row group at a time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import math
 import os
@@ -18,7 +27,7 @@ import secrets
 import shutil
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +46,13 @@ from curator.kernels.doc_hash import doc_hashes
 from curator.store.run_dir import MANIFESTS, OWN_FOLDERS, WORK, RunDir
 
 INDEX = "_index"
+#: The index rows each commit wrote, until the run's end merges them into ``_index/``.
+PIECES = "_index_pieces"
+#: A piece is an Arrow IPC file, uncompressed: memory-mapped and binary-searched by a lookup.
+PIECE_SUFFIX = ".arrow"
+#: Pieces past which a segment's end merges them into ``_index/`` (a lookup reads each piece,
+#: ~0.25 ms apiece on local disk).
+MERGE_PIECES = 256
 FILES = "files.json"
 URL = "url"
 KINDS: dict[str, int] = {ID: 0, URL: 1}
@@ -121,14 +137,103 @@ def data_files(run_dir: RunDir) -> DataFiles:
     return out
 
 
-# ---------------------------------------------------------------------------- building
+# ---------------------------------------------------------------------------- at commit
+def holds_documents(root: Path, final: Path) -> bool:
+    """Whether a file committed as ``final`` is one the index covers: a Parquet file inside the
+    run folder, of the run's own document folders (``OWN_DATA``) or of a writer's."""
+    if final.suffix != ".parquet" or not final.is_relative_to(root):
+        return False
+    relative = final.relative_to(root)
+    if relative.parts[0] not in OWN_FOLDERS:
+        return True
+    return any(len(relative.parts) == len(Path(pattern).parts) and relative.match(pattern)
+               for pattern in OWN_DATA)
+
+
+def write_piece(run_dir: RunDir, name: str, pairs: Iterable[tuple[Path, Path]]) -> None:
+    """Index the document files a task is about to commit (``(temporary, final)`` pairs, before
+    the renames: a rename keeps size and mtime) as ``_index_pieces/<name>.parquet``. A task that
+    commits no document file leaves no piece; a piece that cannot be written is named in a
+    warning and its files are scanned by lookups until the run's end indexes them."""
+    root = run_dir.root
+    final = root / PIECES / f"{name}{PIECE_SUFFIX}"
+    chosen = [(tmp, dest) for tmp, dest in pairs if holds_documents(root, dest)]
+    try:
+        if not chosen:
+            final.unlink(missing_ok=True)
+            return
+        listed, blocks = [], []
+        for ordinal, (tmp, dest) in enumerate(chosen):
+            stat = tmp.stat()
+            listed.append({"path": str(dest.relative_to(root)), "size": stat.st_size,
+                           "mtime_ns": stat.st_mtime_ns})
+            blocks += _row_blocks(tmp, ordinal)
+        table = _sorted_rows(blocks).replace_schema_metadata({"files": json.dumps(listed)})
+        final.parent.mkdir(exist_ok=True)
+        tmp_piece = final.with_name(f".{final.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        with pa.OSFile(str(tmp_piece), "wb") as sink, \
+                pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        os.replace(tmp_piece, final)
+    except (OSError, pa.ArrowException) as err:
+        log.warning("%s: index rows not written (%s); lookups scan its files", final, err)
+        return
+    halt.point("index-piece", name)
+
+
+def _sorted_rows(blocks: list[tuple[np.ndarray, ...]]) -> pa.Table:
+    """Row blocks as one table sorted by hash."""
+    if not blocks:
+        return SCHEMA.empty_table()
+    columns = [np.concatenate(c) for c in zip(*blocks, strict=True)]
+    order = np.argsort(columns[0], kind="stable")
+    return pa.table([pa.array(c[order]) for c in columns], schema=SCHEMA)
+
+
+# ---------------------------------------------------------------------------- at the run's end
+@dataclass
+class _Source:
+    """Index rows written earlier (the previous index, or a piece): the files they name
+    (``files.json``'s entries) and their row tables, read one at a time."""
+
+    files: list[dict]
+    tables: Iterator[pa.Table]
+
+
+def merge_pieces_if_many(run_dir: RunDir, many: int = MERGE_PIECES) -> dict | None:
+    """At a segment's end: merge the pieces into ``_index/`` when there are more than ``many``
+    (a lookup reads each piece; the index answers in one bucket). Returns ``build_index``'s
+    facts, or None when there were few."""
+    if sum(1 for _ in (run_dir.root / PIECES).glob(f"*{PIECE_SUFFIX}")) <= many:
+        return None
+    facts = build_index(run_dir)
+    log.info("document index: %d pieces merged in %.1f s", facts["pieces"], facts["seconds"])
+    return facts
+
+
+class IndexUnreadable(Exception):
+    """Index rows written earlier stopped reading part way: the build starts again from the
+    files alone."""
+
+
 def build_index(run_dir: RunDir, spill_rows: int = SPILL_ROWS,
                 rows_per_bucket: int = ROWS_PER_BUCKET) -> dict:
+    """``_build``, from the files alone when the rows written earlier do not read whole."""
+    try:
+        return _build(run_dir, spill_rows, rows_per_bucket, reuse=True)
+    except IndexUnreadable as err:
+        log.warning("%s; the document index is built from the files", err)
+        return _build(run_dir, spill_rows, rows_per_bucket, reuse=False)
+
+
+def _build(run_dir: RunDir, spill_rows: int, rows_per_bucket: int, reuse: bool) -> dict:
     """Write ``_index/`` for the run's current files (in ``_index.tmp-<token>/``, then swapped
-    in). Reads the id and URL columns alone, a row group at a time; holds at most
-    ``spill_rows`` index rows (plus a row group's) before sorting them into a run file, then one
-    bucket (about ``rows_per_bucket`` rows) at a time. Returns facts: documents (id rows: a
-    document in several files counts in each), files, buckets, rows, spills, seconds."""
+    in), then remove the pieces. A file's rows come from the previous index or a piece that
+    recorded it as it is now (size and mtime), else from its id and URL columns, read a row
+    group at a time. Holds at most ``spill_rows`` index rows (plus a row group's) before sorting
+    them into a run file, then one bucket (about ``rows_per_bucket`` rows) at a time. Returns
+    facts: documents (id rows: a document in several files counts in each), files, files read
+    (covered by no piece nor the previous index), buckets, rows, spills, seconds."""
     started = time.monotonic()
     root = run_dir.root
     for stale in [*root.glob(f"{INDEX}.tmp-*"), *root.glob(f"{INDEX}.old-*")]:
@@ -138,28 +243,97 @@ def build_index(run_dir: RunDir, spill_rows: int = SPILL_ROWS,
     (tmp / "runs").mkdir(parents=True)
     files = data_files(run_dir).files
     listed = [_listed(root, path) for path in files]
-    buckets = bucket_count(sum(_index_rows(p) for p in files), rows_per_bucket)
     spill = _Spill(tmp / "runs", spill_rows)
+    pieces = sorted((root / PIECES).glob(f"*{PIECE_SUFFIX}"))
+    covered = np.zeros(len(files), bool)
     documents = 0
+    sources = [_previous_index(root), *(_piece(path) for path in pieces)] if reuse else []
+    for source in sources:
+        if source is not None:
+            documents += _merge(source, listed, covered, spill)
+    unread = [i for i in range(len(files)) if not covered[i]]
     # files read side by side (Arrow's reads, the hash kernel and NumPy release the GIL), their
     # rows added in file order; at most twice the threads' files held at once
     with ThreadPoolExecutor(THREADS) as pool:
         window: deque[Future] = deque()
-        for ordinal, path in enumerate(files):
-            window.append(pool.submit(_file_rows, path, ordinal))
+        for ordinal in unread:
+            window.append(pool.submit(_file_rows, files[ordinal], ordinal))
             if len(window) > 2 * THREADS:
                 documents += _add(window.popleft().result(), spill, listed, files)
         while window:
             documents += _add(window.popleft().result(), spill, listed, files)
     spill.flush()
+    buckets = bucket_count(spill.rows, rows_per_bucket)
     n_rows = spill.write_buckets(tmp, buckets, token)
     shutil.rmtree(tmp / "runs")
     write_json_atomic(tmp / FILES, {"build": token, "buckets": buckets, "documents": documents,
                                     "rows": n_rows, "files": listed})
     halt.point("index")
     _swap(root, tmp, token)
-    return {"documents": documents, "files": len(files), "buckets": buckets, "rows": n_rows,
-            "spills": len(spill.runs), "seconds": round(time.monotonic() - started, 3)}
+    for piece in pieces:
+        piece.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # absent, or holding a killed writer's temporary
+        (root / PIECES).rmdir()
+    return {"documents": documents, "files": len(files), "files_read": len(unread),
+            "pieces": len(pieces),
+            "buckets": buckets, "rows": n_rows, "spills": len(spill.runs),
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def _previous_index(root: Path) -> _Source | None:
+    """The index in place, if it reads whole (its listing, and buckets of its build)."""
+    try:
+        listing = read_json(root / INDEX / FILES)
+        build, files = listing["build"], listing["files"]
+        paths = [root / INDEX / _bucket_name(b) for b in range(listing["buckets"])]
+        for path in paths:
+            if pq.read_schema(path).metadata.get(b"build", b"").decode() != build:
+                return None
+    except (OSError, DamagedRecord, KeyError, TypeError, ValueError, pa.ArrowException):
+        return None
+    return _Source(files, (pq.read_table(path) for path in paths))
+
+
+def _piece(path: Path) -> _Source | None:
+    """A piece, if it reads."""
+    found = _open_piece(path)
+    return None if found is None else _Source(found[0], iter([found[1]]))
+
+
+def _open_piece(path: Path) -> tuple[list[dict], pa.Table] | None:
+    """A piece's files and rows (memory-mapped), or None when it does not read."""
+    try:
+        table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+        return json.loads(table.schema.metadata[b"files"]), table
+    except (OSError, KeyError, TypeError, ValueError, pa.ArrowException):
+        return None
+
+
+def _merge(source: _Source, listed: list[dict], covered: np.ndarray, spill: _Spill) -> int:
+    """Add the rows of ``source``'s files that are as it recorded them and not covered yet
+    (their ordinals renumbered to ``listed``'s); returns their documents (id rows)."""
+    position = {entry["path"]: i for i, entry in enumerate(listed)}
+    renumber = np.full(len(source.files), -1, np.int64)
+    for ordinal, entry in enumerate(source.files):
+        i = position.get(entry.get("path"))
+        if i is not None and not covered[i] and entry.get("size") is not None \
+                and (entry["size"], entry.get("mtime_ns")) \
+                == (listed[i]["size"], listed[i]["mtime_ns"]):
+            renumber[ordinal] = i
+    if not (renumber >= 0).any():
+        return 0
+    documents = 0
+    try:
+        for table in source.tables:
+            new = renumber[table.column("file").to_numpy()]
+            keep = new >= 0
+            rows = tuple(table.column(c).to_numpy()[keep] for c in SCHEMA.names)
+            spill.add((rows[0], rows[1], new[keep].astype(np.uint32), rows[3], rows[4]))
+            documents += int(np.count_nonzero(rows[1] == KINDS[ID]))
+    except (OSError, pa.ArrowException, IndexError) as err:
+        raise IndexUnreadable(f"index rows not read whole ({err})") from err
+    covered[renumber[renumber >= 0]] = True
+    return documents
 
 
 def bucket_count(rows: int, rows_per_bucket: int = ROWS_PER_BUCKET) -> int:
@@ -171,16 +345,6 @@ def _listed(root: Path, path: Path) -> dict:
     stat = path.stat()
     return {"path": str(path.relative_to(root)), "size": stat.st_size,
             "mtime_ns": stat.st_mtime_ns}
-
-
-def _index_rows(path: Path) -> int:
-    """The index rows a file gives, from its footer: a row per id, and per URL if it has any
-    (none from a file whose footer cannot be read)."""
-    try:
-        parquet = pq.ParquetFile(path)
-    except (OSError, pa.ArrowException):
-        return 0
-    return parquet.metadata.num_rows * len(_keys(parquet))
 
 
 def _keys(parquet: pq.ParquetFile) -> list[str]:
@@ -237,11 +401,13 @@ class _Spill:
         self.folder, self.limit = folder, limit
         self.pending: list[tuple[np.ndarray, ...]] = []
         self.held = 0
+        self.rows = 0  # all added
         self.runs: list[Path] = []
 
     def add(self, rows: tuple[np.ndarray, ...]) -> None:
         self.pending.append(rows)
         self.held += len(rows[0])
+        self.rows += len(rows[0])
         if self.held >= self.limit:
             self.flush()
 
@@ -314,76 +480,98 @@ def index_built(run_dir: RunDir) -> float | None:
 
 def lookup(run_dir: RunDir, key: str, kind: Literal["id", "url"],
            settled: bool = False) -> list[Location]:
-    """Where the documents of id (or URL) ``key`` are: from the index for the files it covers
-    that are as it recorded them (size and mtime); by a scan (key column, a row group at a time)
-    of the files new or changed since, or of every file when there is no usable index. Index
-    answers are by 64-bit hash: a reader of the row checks the key. ``settled``: no run has
-    written the folder since the index was built, so the index alone answers (no file listed
-    or stat-ed but those it names: a lookup in a run of 100,000 files on Lustre stays cheap)."""
+    """Where the documents of id (or URL) ``key`` are: from the index and the pieces written at
+    commit, for the files they cover that are as they recorded them (size and mtime); by a scan
+    (key column, a row group at a time) of the files neither covers. Index answers are by 64-bit
+    hash: a reader of the row checks the key. ``settled``: no run has written the folder since
+    the index was built, so the index alone answers (no file listed or stat-ed but those it
+    names: a lookup in a run of 100,000 files on Lustre stays cheap)."""
     hash_ = key_hash(key)
-    if settled:
-        found = _settled(run_dir, hash_, KINDS[kind])
-        if found is not None:
-            return found
+    root = run_dir.root
+    indexed = _indexed_rows(root, hash_)
+    if settled and indexed is not None:
+        files, rows = indexed
+        paths = {i: e["path"] for i, e in enumerate(files) if inside(root, root / e["path"])}
+        return _locations(rows, KINDS[kind], paths)
     current = data_files(run_dir)
     for why in current.refused:
         log.warning("%s", why)
-    found, covered = _from_index(run_dir, hash_, KINDS[kind])
+    allowed = {str(path.relative_to(root)) for path in current.files}
+    found: list[Location] = []
+    covered: set[str] = set()
+    sources = [indexed, *(_piece_rows(path, hash_) for path in
+                          sorted((root / PIECES).glob(f"*{PIECE_SUFFIX}")))]
+    for source in sources:
+        if source is not None:
+            files, rows = source
+            paths = _fresh(root, files, allowed - covered)
+            found += _locations(rows, KINDS[kind], paths)
+            covered |= set(paths.values())
     for path in current.files:
-        relative = str(path.relative_to(run_dir.root))
+        relative = str(path.relative_to(root))
         if relative not in covered:
             found += _scan(path, relative, key, kind)
     return found
 
 
-def _from_index(run_dir: RunDir, hash_: int, kind: int) -> tuple[list[Location], set[str]]:
-    """The index's locations in files still as indexed, and the paths of those files."""
-    root = run_dir.root
+def _indexed_rows(root: Path, hash_: int) -> tuple[list[dict], pa.Table] | None:
+    """The index's files and its rows of ``hash_``; None when there is no usable index."""
     try:
         listing = read_json(root / INDEX / FILES)
         bucket = root / INDEX / _bucket_name(_bucket_of(hash_, listing["buckets"]))
-        rows = _bucket_rows(bucket, hash_, listing["build"])
-    except (FileNotFoundError, DamagedRecord, KeyError, TypeError, ValueError):
-        return [], set()
+        return listing["files"], _bucket_rows(bucket, hash_, listing["build"])
+    except (OSError, DamagedRecord, KeyError, TypeError, ValueError, pa.ArrowException):
+        return None
+
+
+def _piece_rows(path: Path, hash_: int) -> tuple[list[dict], pa.Table] | None:
+    """A piece's files and its rows of ``hash_`` (a binary search of its sorted hashes); None
+    when it does not read."""
+    found = _open_piece(path)
+    if found is None:
+        return None
+    files, table = found
+    hashes = table.column("hash").to_numpy()
+    start, end = np.searchsorted(hashes, np.uint64(hash_), "left"), \
+        np.searchsorted(hashes, np.uint64(hash_), "right")
+    return files, table.slice(start, end - start)
+
+
+def _fresh(root: Path, files: list[dict], allowed: set[str]) -> dict[int, str]:
+    """Ordinal → path of the listed ``files`` that are ``allowed`` (the run's data files, not
+    covered yet) and as listed (size and mtime)."""
     fresh = {}
-    for ordinal, entry in enumerate(listing["files"]):
-        path = root / entry["path"]
+    for ordinal, entry in enumerate(files):
+        if entry["path"] not in allowed:
+            continue
         try:
-            stat = path.stat()
+            stat = (root / entry["path"]).stat()
         except OSError:
             continue
-        if (stat.st_size, stat.st_mtime_ns) == (entry["size"], entry["mtime_ns"]) \
-                and inside(root, path):
+        if (stat.st_size, stat.st_mtime_ns) == (entry["size"], entry["mtime_ns"]):
             fresh[ordinal] = entry["path"]
-    found = [Location(fresh[f], g, r, "index")
-             for k, f, g, r in zip(*(rows.column(c).to_pylist()
-                                     for c in ("kind", "file", "row_group", "row")), strict=True)
-             if k == kind and f in fresh]
-    return found, set(fresh.values())
+    return fresh
 
 
-def _settled(run_dir: RunDir, hash_: int, kind: int) -> list[Location] | None:
-    """The index's locations of ``hash_`` in files inside the run, unchecked against the files'
-    sizes and mtimes; None when there is no usable index."""
-    root = run_dir.root
-    try:
-        listing = read_json(root / INDEX / FILES)
-        bucket = root / INDEX / _bucket_name(_bucket_of(hash_, listing["buckets"]))
-        rows = _bucket_rows(bucket, hash_, listing["build"])
-        paths = [entry["path"] for entry in listing["files"]]
-    except (FileNotFoundError, DamagedRecord, KeyError, TypeError, ValueError):
-        return None
+def _locations(rows: pa.Table, kind: int, paths: dict[int, str]) -> list[Location]:
+    """The rows of ``kind`` in the files ``paths`` names (ordinal → path)."""
     return [Location(paths[f], g, r, "index")
             for k, f, g, r in zip(*(rows.column(c).to_pylist()
                                     for c in ("kind", "file", "row_group", "row")), strict=True)
-            if k == kind and inside(root, root / paths[f])]
+            if k == kind and f in paths]
 
 
 def _bucket_rows(bucket: Path, hash_: int, build: str) -> pa.Table:
-    """The rows of ``hash_`` in a bucket file: only the row groups whose range holds it."""
+    """The rows of ``hash_`` in a bucket file of the build ``build``."""
     parquet = pq.ParquetFile(bucket)
     if parquet.schema_arrow.metadata.get(b"build", b"").decode() != build:
         raise ValueError(f"{bucket}: of another build than {FILES}")
+    return _rows_of(parquet, hash_)
+
+
+def _rows_of(parquet: pq.ParquetFile, hash_: int) -> pa.Table:
+    """The rows of ``hash_`` in a file sorted by hash: only the row groups whose range holds
+    it are read."""
     found = []
     for group in range(parquet.num_row_groups):
         stats = parquet.metadata.row_group(group).column(0).statistics

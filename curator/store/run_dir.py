@@ -24,7 +24,8 @@ REJECTED_COMPRESSION = "zstd"
 #: Batch job scripts, logs and the job's scheduler file (``curate submit``): not results.
 JOBS = "jobs"
 #: What a run writes under its own names and nothing else writes there: removed by ``--force``.
-OWN_FOLDERS = (MANIFESTS, WORK, STORE, "rejected", "errors", "rewrites", "_index")
+OWN_FOLDERS = (MANIFESTS, WORK, STORE, "rejected", "errors", "rewrites", "_index",
+               "_index_pieces")
 STATS_FILE = "stats.json"
 REPORT_FILE = "report.html"
 #: What the run told its terminal, appended run after run.

@@ -12,6 +12,7 @@ under ``PEAK_RSS_BYTES``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -79,19 +80,34 @@ def run_hostile(config: Path, run_dir: Path, *extra: str, wall_s: float = WALL_S
         command = [sys.executable, "-c", _WRAPPER, str(MEMORY_BYTES if memory else 0),
                    str(report), sys.executable, "-m", "curator.cli", "run", str(config),
                    "--output", str(run_dir), *extra]
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
         with subprocess.Popen(command, cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, start_new_session=True) as process:
+                              stderr=subprocess.PIPE, start_new_session=True,
+                              env=env) as process:
             try:
                 stdout, stderr = process.communicate(timeout=wall_s)
             except subprocess.TimeoutExpired as err:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.communicate()
-                raise AssertionError(f"hang: {config} ran past {wall_s} s") from err
+                raise AssertionError(f"hang: {config} ran past {wall_s} s; where each "
+                                     f"thread was:\n{_stacks_then_kill(process)}") from err
         peak = int(report.read_text()) if report.exists() else 0
     assert "Traceback" not in stderr, stderr[-4000:]
     assert "MemoryError" not in stderr, stderr[-4000:]
     assert peak < PEAK_RSS_BYTES, f"a process of the run held {peak >> 20} MiB resident"
     return Outcome(process.returncode, stdout, stderr, run_dir, peak)
+
+
+def _stacks_then_kill(process: subprocess.Popen) -> str:
+    """SIGABRT to the hung run's process group (faulthandler prints every thread's stack),
+    then SIGKILL; returns the tail of what they printed."""
+    os.killpg(process.pid, signal.SIGABRT)
+    try:
+        _, stderr = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        _, stderr = process.communicate()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # what the abort left of the group
+    return stderr[-12000:]
 
 
 def assert_kept_promises(outcome: Outcome) -> dict:

@@ -126,9 +126,11 @@ def test_files_written_after_the_index_are_scanned(run, tmp_path):
 def test_building_reads_key_columns_a_row_group_at_a_time_and_spills(run, tmp_path, recording):
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
+    shutil.rmtree(copy / INDEX)  # nothing indexed earlier: every file is read
     (copy / f"{INDEX}.tmp-killed").mkdir()  # a build killed part-way
     facts = build_index(RunDir(copy), spill_rows=64, rows_per_bucket=100)
     assert facts["spills"] > 1 and facts["buckets"] > 4
+    assert facts["files_read"] == facts["files"] > 0
     assert facts["buckets"] & (facts["buckets"] - 1) == 0
     assert recording.reads and all(how == "read_row_group" and set(columns) <= {"id", "url"}
                                    for how, columns in recording.reads)
@@ -139,13 +141,26 @@ def test_building_reads_key_columns_a_row_group_at_a_time_and_spills(run, tmp_pa
         assert places(small) == places(whole) and {loc.via for loc in small} == {"index"}
 
 
-def test_rebuilding_swaps_the_whole_index(run, tmp_path):
+def test_rebuilding_swaps_the_whole_index_and_reads_only_files_changed_since(run, tmp_path,
+                                                                            recording):
     copy = tmp_path / "run"
     shutil.copytree(run, copy)
     before = json.loads((copy / INDEX / "files.json").read_text())["build"]
-    build_index(RunDir(copy))
+    changed = sorted((copy / "write_parquet").glob("*.parquet"))[0]
+    rows = pq.read_table(changed)
+    pq.write_table(rows.slice(1), changed)
+    recording.opened.clear()
+    facts = build_index(RunDir(copy))
+    assert facts["files_read"] == 1 and facts["files"] > 1
+    assert set(data_files(RunDir(copy)).files) & set(recording.opened) == {changed}
     after = json.loads((copy / INDEX / "files.json").read_text())
     assert after["build"] != before
+    unindexed = tmp_path / "unindexed"
+    shutil.copytree(copy, unindexed)
+    shutil.rmtree(unindexed / INDEX)
+    for doc in input_documents()[::10]:
+        assert places(lookup(RunDir(copy), doc["id"], "id")) \
+            == places(lookup(RunDir(unindexed), doc["id"], "id"))
     assert pq.read_schema(copy / INDEX / "bucket-00000.parquet").metadata[b"build"] == \
         after["build"].encode()
 
@@ -175,3 +190,31 @@ def test_a_settled_run_is_answered_by_the_index_alone(run, monkeypatch):
     monkeypatch.setattr(doc_index, "data_files", listing_forbidden)
     for doc_id, where in expected.items():
         assert where and places(lookup(RunDir(run), doc_id, "id", settled=True)) == where
+
+
+def test_pieces_answer_as_the_index_does_and_merge_into_it(run, tmp_path, recording):
+    """Pieces as commits write them (here: one per data file), then merged at a segment's end
+    when there are more than ``many``: the same answers throughout, no data file read."""
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    shutil.rmtree(copy / INDEX)
+    files = data_files(RunDir(copy)).files
+    for n, path in enumerate(files):
+        doc_index.write_piece(RunDir(copy), f"task-{n}", [(path, path)])
+    (copy / "stats.json").write_bytes(b"{}")  # not a document file: no piece
+    doc_index.write_piece(RunDir(copy), "no-documents", [(copy / "stats.json",) * 2])
+    assert len(list((copy / doc_index.PIECES).iterdir())) == len(files)
+    docs = input_documents()[::15]
+    recording.opened.clear()
+    from_pieces = {d["id"]: lookup(RunDir(copy), d["id"], "id") for d in docs}
+    assert not set(files) & set(recording.opened)
+    for doc in docs:
+        assert {loc.via for loc in from_pieces[doc["id"]]} == {"index"}
+        assert places(from_pieces[doc["id"]]) == places(lookup(RunDir(run), doc["id"], "id"))
+    assert doc_index.merge_pieces_if_many(RunDir(copy), many=len(files)) is None
+    facts = doc_index.merge_pieces_if_many(RunDir(copy), many=len(files) - 1)
+    assert facts["pieces"] == len(files) and facts["files_read"] == 0
+    assert not (copy / doc_index.PIECES).exists()
+    for doc in docs:
+        assert places(lookup(RunDir(copy), doc["id"], "id", settled=True)) \
+            == places(from_pieces[doc["id"]])

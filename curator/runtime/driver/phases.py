@@ -45,6 +45,7 @@ from curator.runtime.errors import CurationError
 from curator.runtime.worker.cpu_clock import cpu_now, cpu_since, task_running
 from curator.runtime.worker.memory import memory_returned
 from curator.stages.context import Decide, Decisions, PhaseResult, R
+from curator.store.doc_index import write_piece
 from curator.store.keys import digest
 from curator.store.records import PhaseMarker
 from curator.store.run_dir import REJECTED_COMPRESSION, RunDir
@@ -348,6 +349,7 @@ def _remove_part(task: _RemoveTask) -> _RemoveResult:
             (run_dir.rewrites_path(task.stage, key), before, REJECTED_COMPRESSION)):
         if data is not None:
             pq.write_table(data, pending.temporary_for(final), compression=compression)
+    write_piece(run_dir, f"{task.stage}-{key}", pending.pairs)
     pending.publish()
     n_removed = int(np.count_nonzero(drop))
     reasons = Counter({decisions.reason: n_removed} if n_removed else {})

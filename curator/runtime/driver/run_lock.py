@@ -154,13 +154,11 @@ def _meet(root: Path, path: Path, stale_after_s: float, host: str, boot: str | N
             if age < GRACE_S or _flock_held(fd):
                 return False
             why = f"the unreadable lock file {path} ({st.st_size} bytes, {age:.0f} s old)"
-        elif holder.get("host") == host and holder.get("boot_id") == boot:
-            if _flock_held(fd) or _pid_alive(holder):
-                raise _locked(root, path, holder)
+        elif _alive(fd, holder, age, stale_after_s, host, boot):
+            raise _locked(root, path, holder)
+        elif _this_machine(holder, host, boot):
             why = f"a dead run ({_who(holder)}; process gone) (lock {path})"
         else:
-            if age < stale_after_s:
-                raise _locked(root, path, holder)
             why = f"a stale run ({_who(holder)}; no heartbeat for {age:.0f} s) (lock {path})"
         if not _remove_if_same(path, st, raw):
             return False
@@ -179,13 +177,26 @@ def live_holder(root: Path, stale_after_s: float = 600.0) -> dict | None:
         return None
     try:
         holder = _parse(os.pread(fd, 1 << 16, 0))
-        if holder is None:
+        age = time.time() - os.fstat(fd).st_mtime
+        if holder is None or not _alive(fd, holder, age, stale_after_s, socket.gethostname(),
+                                         _boot_id()):
             return None
-        if holder.get("host") == socket.gethostname() and holder.get("boot_id") == _boot_id():
-            return holder if _flock_held(fd) or _pid_alive(holder) else None
-        return holder if time.time() - os.fstat(fd).st_mtime < stale_after_s else None
+        return holder
     finally:
         os.close(fd)
+
+
+def _alive(fd: int, holder: dict, age: float, stale_after_s: float, host: str,
+           boot: str | None) -> bool:
+    """Whether a readable lock's holder lives: on this machine (same host and boot) its flock
+    is held or its process is there; elsewhere its heartbeat is younger than ``stale_after_s``."""
+    if _this_machine(holder, host, boot):
+        return _flock_held(fd) or _pid_alive(holder)
+    return age < stale_after_s
+
+
+def _this_machine(holder: dict, host: str, boot: str | None) -> bool:
+    return holder.get("host") == host and holder.get("boot_id") == boot
 
 
 def _acquire(root: Path, path: Path, stale_after_s: float) -> tuple[int, dict]:

@@ -32,7 +32,7 @@ from curator.runtime.errors import CurationError
 from curator.runtime.worker.progress import ProgressReporter
 from curator.runtime.worker.shard_task import ShardTask
 from curator.stages.base import Sink, Source, Stage
-from curator.store.doc_index import build_index
+from curator.store.doc_index import build_index, merge_pieces_if_many
 from curator.store.keys import digest
 from curator.store.records import DatasetRecord, ShardManifest
 from curator.store.run_dir import RunDir
@@ -151,6 +151,7 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                                    for phase, start, end in spans]
                 dataset_counts[segment.index] = count
                 reuse[f"segment-{segment.index:02d}"] = _phase_reuse(count)
+                merge_pieces_if_many(run_dir)
                 continue
             ex = pool.get(segment.holds_gil())
             run = _SegmentRun(ex, segment, run_dir, pipeline, keys, following is not None,
@@ -189,6 +190,7 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                               pipeline.intermediate_compression, segment_key, True)
             if following is not None:
                 shards = next_shards(run_dir, segment, manifests[segment.index])
+                merge_pieces_if_many(run_dir)
         nodes = pool.hosts()
     halt.point("stats")
     run_facts: dict[str, Any] = {
@@ -206,7 +208,9 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
     outputs = parquet_outputs(run_dir)
     write_report(run_dir.root, stats, outputs[-1] if outputs else None)
     indexed = build_index(run_dir)
-    log.info("document index: %d documents in %.1f s", indexed["documents"], indexed["seconds"])
+    log.info("document index: %d documents in %.1f s (%d of %d files read; the rest from the "
+             "rows written at commit)", indexed["documents"], indexed["seconds"],
+             indexed["files_read"], indexed["files"])
     if left:
         raise RunIncomplete(left)
     n_ran = len(ran & set(range(len(inputs))))

@@ -31,6 +31,7 @@ from curator.runtime.worker.shard_reuse import (
     plan_reuse,
 )
 from curator.stages.base import BatchStage, Filter, Shard, ShardContext, Sink, SinkWriter, Source
+from curator.store.doc_index import write_piece
 from curator.store.keys import ShardKeys
 from curator.store.records import ShardInput, ShardManifest
 from curator.store.run_dir import REJECTED_COMPRESSION, RunDir
@@ -274,6 +275,7 @@ def _process(task: ShardTask, pending: Commit) -> ShardManifest:
         ShardInput(task.shard.path, task.shard.size, task.shard.source),
         [counts[name].to_dict() for name in names], rows_out, sinks, parts,
         checkpoint=checkpoint, scores=scores)
+    write_piece(run_dir, f"segment-{task.segment:02d}-{task.shard.part}", pending.pairs)
     committed = run_dir.commit(pending, manifest, reuse.carried,
                                task.previous.files if task.previous else ())
     # when and where the task ran, and what it took from earlier runs: for the driver's
