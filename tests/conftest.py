@@ -116,6 +116,7 @@ KILL = ("runtime/test_kill_", "runtime/test_resume.py", "runtime/test_worker_fau
 BROWSER = ("report/test_report_browser.py", "report/test_report_browser_tokens.py",
            "serve/test_browser.py")
 GPU = ("kernels/test_gpu", "kernels/test_normalise_gpu.py", "runtime/test_devices.py",
+       "runtime/test_kill_gpu.py",
        "stages/test_classifier_gpu.py")
 
 

@@ -19,7 +19,7 @@ from typing import Any
 RUN = "<run>"
 NOT_PUBLISHED_FILES = {"run.json", "report.html", ".curator.lock", "stats.json", "run.log",
                        "progress.json"}
-NOT_PUBLISHED_FOLDERS = {"_manifests", "_work", "_store", "_index", "jobs"}
+NOT_PUBLISHED_FOLDERS = {"_manifests", "_work", "_store", "_index", "_index_pieces", "jobs"}
 VOLATILE = {"seconds", "cpu_seconds", "gpu_seconds", "executor_start_seconds", "timeline",
             "phase_timeline", "seen", "reuse", "reused", "store_bytes", "work_bytes", "downloads"}
 
