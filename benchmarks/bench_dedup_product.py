@@ -54,6 +54,8 @@ SHARED = ROOT.parent / "shared" / "corpus"
 if not SHARED.exists():
     SHARED = Path("/work/shared/corpus")
 RESULTS = ROOT / "benchmarks" / "results_dedup_product.md"
+#: The suffix of a run name whose writer does not publish the stage's parts as they are.
+UNFUSED = "-unfused"
 UNIQUE = 0.85
 EDIT_RATE = 0.01
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -284,6 +286,9 @@ def _sample(root: psutil.Process, peaks: Peaks, stop: threading.Event, interval:
 def device_env(device: str) -> dict[str, str]:
     """The environment of a run on ``device``: curator on the path, the GPUs its cluster sees."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    if device.endswith(UNFUSED):  # the writer decodes and encodes the stage's parts again
+        env["CURATOR_FUSE_WRITER"] = "0"
+        device = device.removesuffix(UNFUSED)
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU worker in the CPU run's cluster
     elif device == "gpu2":
@@ -310,14 +315,19 @@ def curate_run_sampled(config: Path, env: dict[str, str]) -> tuple[float, Peaks]
     return wall, peaks
 
 
+def stage_device(device: str) -> str:
+    """The stage's ``device`` for a run named ``device`` (``gpu2``, ``cpu-unfused``, ...)."""
+    return device.removesuffix(UNFUSED).removesuffix("2")
+
+
 def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
                    workers: int, options: str = "") -> None:
     """read_parquet → ``stage``_dedup (``options``: more of its YAML mapping) → write_parquet."""
-    processes = ", processes: true" if device == "gpu2" else ""
+    processes = ", processes: true" if device.removesuffix(UNFUSED) == "gpu2" else ""
     lines = [f"name: bench-{stage}-{device}", f"output: {out}",
              f"executor: {{type: dask, workers: {workers}{processes}}}", "stages:",
              f"  - {{type: read_parquet, path: \"{parts}/part-*.parquet\"}}",
-             f"  - {{type: {stage}_dedup, device: {device.removesuffix('2')}{options}}}",
+             f"  - {{type: {stage}_dedup, device: {stage_device(device)}{options}}}",
              "  - {type: write_parquet}"]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -426,7 +436,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gb", type=float, default=4.0, help="GB of text to generate")
     ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"],
-                    choices=["cpu", "gpu", "gpu2"])
+                    choices=[f"{d}{u}" for u in ("", UNFUSED) for d in ("cpu", "gpu", "gpu2")],
+                    help=f"a name ending in {UNFUSED} runs with CURATOR_FUSE_WRITER=0 (the "
+                    "writer decodes and encodes the stage's parts again)")
     ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--part-mb", type=float, default=150.0, help="MB of text per Parquet part")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -303,6 +303,40 @@ class ParquetPartWriter:
                       self.compression)
         for piece in self.pieces:
             piece.unlink()
+
+
+@dataclass(frozen=True)
+class PartFormat:
+    """How a Parquet writer lays out a shard's file (rows per row group, compression): what a
+    dataset stage's removal writes its parts in when the next segment is only that writer, so
+    that the writer publishes the part as it is instead of decoding and encoding it again."""
+
+    row_group_rows: int
+    compression: str
+
+    def write(self, table: pa.Table, path: Path) -> None:
+        """``table`` to ``path`` as ``ParquetPartWriter`` writes a shard of those rows."""
+        writer = ParquetPartWriter(path, self.row_group_rows, self.compression)
+        writer.write(table)
+        writer.close()
+
+    def laid_out(self, path: Path) -> int | None:
+        """The rows of the file at ``path`` when it is laid out in this format (row groups of
+        ``row_group_rows``, the last shorter, every column chunk compressed so) and holds rows;
+        else None."""
+        try:
+            meta = pq.read_metadata(path)
+        except (OSError, pa.ArrowException):
+            return None
+        groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+        codecs = {"none": {"UNCOMPRESSED"}, "lz4": {"LZ4", "LZ4_RAW"}}.get(
+            self.compression, {self.compression.upper()})
+        if not groups or any(g.num_rows != self.row_group_rows for g in groups[:-1]) \
+                or not 0 < groups[-1].num_rows <= self.row_group_rows \
+                or any(g.column(c).compression not in codecs
+                       for g in groups for c in range(g.num_columns)):
+            return None
+        return meta.num_rows
 
 
 class RollingPartWriter:

@@ -23,6 +23,7 @@ from curator.batch import BatchResult, Failure, Shard, SourceBatch, split_by_rea
 from curator.commit import Commit
 from curator.counts import ScoreBins, StageCount
 from curator.io.files import list_shards
+from curator.io.parquet import PartFormat
 from curator.stages import PRELOAD
 from curator.stages.context import DatasetContext
 from curator.stages.filtering import apply_rules
@@ -290,6 +291,12 @@ class Sink(BatchStage):
     def parquet_parts(self, run_dir: Path, stage_name: str) -> tuple[Path, str] | None:
         """The folder of Parquet parts (and their compression) that the runtime gives one
         schema once every shard is committed; None for other outputs."""
+        return None
+
+    def part_format(self) -> PartFormat | None:
+        """How this writer lays out a shard's Parquet file, when it writes the rows it is given
+        as they are (a dataset stage just before it then writes its parts so, and this writer
+        publishes them as they are: ``runtime/worker/shard_task.py``); None otherwise."""
         return None
 
     def process(self, batch: pa.Table) -> BatchResult:

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from curator.io.jsonl import JsonlPartWriter
-from curator.io.parquet import ParquetPartWriter
+from curator.io.parquet import ParquetPartWriter, PartFormat
 from curator.stages.base import ShardContext, Sink
 
 
@@ -43,3 +43,6 @@ class WriteParquet(Sink):
 
     def parquet_parts(self, run_dir: Path, stage_name: str) -> tuple[Path, str] | None:
         return self.output_dir(run_dir, stage_name), self.compression
+
+    def part_format(self) -> PartFormat:
+        return PartFormat(self.row_group_rows, self.compression)

@@ -38,7 +38,7 @@ from curator.commit import (
     recording,
 )
 from curator.counts import StageCount
-from curator.io.parquet import read_part
+from curator.io.parquet import PartFormat, read_part
 from curator.rejected import ids_and_sample, rewritten
 from curator.runtime.cluster.executors import WorkerDied
 from curator.runtime.errors import CurationError
@@ -72,6 +72,7 @@ class PhaseContext:
     resumed: dict[str, set[str]] = field(default_factory=dict)  # phase -> keys an earlier run did
     per_part: set[str] = field(default_factory=set)  # phases whose tasks each read one part
     spans: list[tuple[str, float, float]] = field(default_factory=list)  # phase, wall start, end
+    part_format: PartFormat | None = None  # the removal's parts' (``_RemoveTask``)
     tasks_cpu_seconds: float = 0.0  # of the phase tasks run outside the driver's thread
     gpu_seconds: float = 0.0  # of the phase tasks that held a GPU
 
@@ -211,7 +212,8 @@ class PhaseContext:
                resources: dict[str, float] | None = None) -> tuple[list[Path], StageCount]:
         out = self.run_dir.outputs_dir(self.work_dir)
         keys = [p.stem for p in parts]  # each output named after the part it comes from
-        tasks = [_RemoveTask(i, key, str(p), str(out), decide, self.stage_name, self.spec)
+        tasks = [_RemoveTask(i, key, str(p), str(out), decide, self.stage_name, self.spec,
+                             self.part_format)
                  for i, (key, p) in enumerate(zip(keys, parts, strict=True))]
         results = self.run_phase("remove", _remove_part, tasks, keys, _RemoveResult, resources)
         self._retire_parts(set(keys), out)
@@ -297,6 +299,7 @@ class _RemoveTask:
     decide: Decide
     stage: str
     spec: RunSpec
+    part_format: PartFormat | None  # the next segment's writer's, when it is only that writer
 
 
 def _some(keys: list[str], shown: int = 5) -> str:
@@ -343,12 +346,16 @@ def _remove_part(task: _RemoveTask) -> _RemoveResult:
     key = task.key
     pending = Commit()
     run_dir = RunDir(task.spec.run_dir)
-    for final, data, compression in (
-            (Path(task.out) / f"{key}.parquet", kept, task.spec.intermediate_compression),
-            (run_dir.rejected_path(task.stage, key), removed, REJECTED_COMPRESSION),
-            (run_dir.rewrites_path(task.stage, key), before, REJECTED_COMPRESSION)):
+    out = Path(task.out) / f"{key}.parquet"
+    if task.part_format is not None and kept.num_rows:
+        task.part_format.write(kept, pending.temporary_for(out))
+    else:
+        pq.write_table(kept, pending.temporary_for(out),
+                       compression=task.spec.intermediate_compression)
+    for final, data in ((run_dir.rejected_path(task.stage, key), removed),
+                        (run_dir.rewrites_path(task.stage, key), before)):
         if data is not None:
-            pq.write_table(data, pending.temporary_for(final), compression=compression)
+            pq.write_table(data, pending.temporary_for(final), compression=REJECTED_COMPRESSION)
     write_piece(run_dir, f"{task.stage}-{key}", pending.pairs)
     pending.publish()
     n_removed = int(np.count_nonzero(drop))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -14,6 +15,7 @@ from typing import Any
 from curator import halt
 from curator.batch import Shard
 from curator.commit import DamagedRecord, full_check
+from curator.io.parquet import PartFormat
 from curator.pipeline import PipelineModel, Segment
 from curator.plugins import load_imports
 from curator.runtime.cluster.executors import GIL, ExecutorPool
@@ -39,6 +41,9 @@ from curator.store.run_dir import RunDir
 from curator.store.spec import RunSpec
 
 log = logging.getLogger("curator")
+#: Set to 0 to have a dataset stage's removal write its parts in the run's own format even
+#: where a Parquet writer alone follows it (the writer then decodes and encodes them again).
+FUSE_WRITER = "CURATOR_FUSE_WRITER"
 
 
 @dataclass
@@ -144,8 +149,10 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
             live.segment(segment.index)
             following = segments[segment.index + 1] if segment.index + 1 < len(segments) else None
             if segment.kind == "dataset":
+                fused = following is not None and following.index == len(segments) - 1
                 count, shards, spans = _run_dataset(pool, segment, following, shards, run_dir,
-                                                    pipeline, keys, reporter)
+                                                    pipeline, keys, reporter,
+                                                    writer_format(following) if fused else None)
                 phase_timeline += [[segment.index, segment.stages[0][0], phase,
                                     round(start - started, 3), round(end - started, 3)]
                                    for phase, start, end in spans]
@@ -227,9 +234,21 @@ class RunIncomplete(CurationError):
         self.left = left
 
 
+def writer_format(segment: Segment | None) -> PartFormat | None:
+    """The layout of the Parquet writer that alone makes up ``segment`` (the last one, after a
+    dataset stage), so that the stage's removal writes its parts as that writer would and the
+    writer publishes them as they are; None for any other segment, or with
+    ``CURATOR_FUSE_WRITER=0``."""
+    if segment is None or segment.kind == "dataset" or len(segment.stages) != 1 \
+            or os.environ.get(FUSE_WRITER) == "0":
+        return None
+    stage = segment.stages[0][1]
+    return stage.part_format() if isinstance(stage, Sink) else None
+
+
 def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None,
                  shards: list[Shard], run_dir: RunDir, pipeline: PipelineModel,
-                 keys: RunKeys, reporter: ProgressReporter
+                 keys: RunKeys, reporter: ProgressReporter, part_format: PartFormat | None
                  ) -> tuple[dict, list[Shard], list[tuple[str, float, float]]]:
     """Run a dataset stage under its key (the stage and every part it reads, by content), or
     take its recorded result whole when an earlier run finished it under that key. The parts
@@ -254,7 +273,8 @@ def _run_dataset(pool: ExecutorPool, segment: Segment, following: Segment | None
         ctx = PhaseContext(run_dir, run_dir.work_dir(segment.index), ex, name, stage.type, key,
                            RunSpec.of(pipeline, run_dir.root), reporter.phase,
                            keys.barrier(name, stage, []),
-                           {s.path: s.digest for s in shards if s.digest})
+                           {s.path: s.digest for s in shards if s.digest},
+                           part_format=part_format)
         try:
             result = stage.run_dataset(_parts(shards), ctx)
         finally:

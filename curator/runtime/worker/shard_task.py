@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from curator.batch import ID, REASON, SOURCE, TEXT, Failure
 from curator.commit import Commit
@@ -34,7 +36,7 @@ from curator.stages.base import BatchStage, Filter, Shard, ShardContext, Sink, S
 from curator.store.doc_index import write_piece
 from curator.store.keys import ShardKeys
 from curator.store.records import ShardInput, ShardManifest
-from curator.store.run_dir import REJECTED_COMPRESSION, RunDir
+from curator.store.run_dir import OUT, REJECTED_COMPRESSION, RunDir
 from curator.store.spec import RunSpec
 
 INTERMEDIATE_ROW_GROUP = 10_000
@@ -154,6 +156,43 @@ def _batches(task: ShardTask, source: Source | None, checkpoint: Path | None):
                                         on_damage="raise")  # the run's own file: never a record
 
 
+def _adopt(task: ShardTask, run_dir: RunDir, batch_stages: list[tuple[str, Any]],
+           reuse: Reuse, signals: _Signals, pending: Commit) -> StageCount | None:
+    """Publish the shard as it is when it is a dataset stage's part that the stage's removal
+    laid out as this segment's only stage, a Parquet writer, lays out its files (``PartFormat``:
+    the same bytes that writer would write from its rows): hard-linked (copied across file
+    systems) under the writer's name, instead of decoded and encoded again. Returns the
+    writer's count (rows from the footer, sizes and languages from the text and ``lang``
+    columns), or None where the shard is written as usual."""
+    if task.keep_intermediate or reuse.checkpoint is not None or len(task.stages) != 1 \
+            or len(batch_stages) != 1 or signals.checkpoint_stage is not None or signals.scores:
+        return None
+    name, stage = batch_stages[0]
+    layout = stage.part_format() if isinstance(stage, Sink) else None
+    part = Path(task.shard.path)
+    if layout is None or name in reuse.skipped or part.parent.name != OUT \
+            or not part.is_relative_to(run_dir.root):
+        return None
+    rows = layout.laid_out(part)
+    if rows is None:
+        return None
+    started, cpu = time.perf_counter(), _cpu_mark()
+    ctx = ShardContext(run_dir.root, name, task.shard, pending)
+    tmp = ctx.temporary_for(stage.output_dir(run_dir.root, name) / f"{task.shard.part}.parquet")
+    try:
+        os.link(part, tmp)
+    except OSError:  # another file system, or one without hard links
+        shutil.copyfile(part, tmp)
+    count = StageCount(name, stage.type, rows, rows)
+    with pq.ParquetFile(part) as file:  # a row group at a time, as the writer would see them
+        columns = [c for c in (TEXT, "lang") if c in file.schema_arrow.names]
+        for group in range(file.num_row_groups):
+            count.observe_kept(file.read_row_group(group, columns=columns))
+    count.seconds = time.perf_counter() - started
+    _charge(count, stage, cpu, started)
+    return count
+
+
 def with_source(table: pa.Table, source: str) -> pa.Table:
     """The ``source`` column: the source's name, where a document does not carry its own."""
     if table.num_rows == 0 and not table.column_names:
@@ -194,10 +233,12 @@ def _process(task: ShardTask, pending: Commit) -> ShardManifest:
     budgets = {name: FailureBudget(name, task.shard.path, task.spec.max_failed_fraction)
                for name, _ in task.stages}  # a source's too: a reader failing is a broken stage
     outputs = _ShardOutputs(task, run_dir, ShardContext(run_dir.root, "", task.shard, pending))
+    signals = _Signals(task, run_dir, reuse, pending)
+    adopted = _adopt(task, run_dir, batch_stages, reuse, signals, pending)
     writers: dict[str, SinkWriter] = {
         name: stage.open(ShardContext(run_dir.root, name, task.shard, pending))
-        for name, stage in batch_stages if isinstance(stage, Sink) and name not in reuse.skipped}
-    signals = _Signals(task, run_dir, reuse, pending)
+        for name, stage in batch_stages
+        if isinstance(stage, Sink) and name not in reuse.skipped and adopted is None}
     intermediate = None
     parts: list[str] = []  # the intermediate files, in order
     if task.keep_intermediate:
@@ -212,8 +253,12 @@ def _process(task: ShardTask, pending: Commit) -> ShardManifest:
                                          task.spec.part_bytes)
     rows_out = 0
     progress = TaskProgress(task.key)
+    if adopted is not None:
+        counts[adopted.name] = adopted
+        rows_out = adopted.kept
+        progress.add(adopted.kept, Path(task.shard.path).stat().st_size)
     started, cpu = time.perf_counter(), _cpu_mark()
-    for batch in _batches(task, source, reuse.checkpoint):
+    for batch in _batches(task, source, reuse.checkpoint) if adopted is None else ():
         progress.add(batch.table.num_rows + len(batch.failed),
                      batch.table.get_total_buffer_size())
         table = batch.table

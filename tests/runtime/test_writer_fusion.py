@@ -1,0 +1,98 @@
+"""A dataset stage followed only by a Parquet writer: its removal writes its parts as the writer
+lays out its files, and the writer publishes them as they are (hard-linked) instead of decoding
+and encoding them again. Published bytes and stats are those of the same run unfused
+(``CURATOR_FUSE_WRITER=0``); a part not laid out so (an earlier run's) is written as usual."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from curator.runtime.driver.runner import FUSE_WRITER
+from tests.conftest import assert_accounting
+from tests.published import published, without_volatile
+from tests.runtime import killing
+
+pytestmark = pytest.mark.slow
+
+DEDUPS = {
+    "exact": "{type: exact_dedup, buckets: 4}",
+    "fuzzy": "{type: fuzzy_dedup, buckets: 4}",
+    "lines": "{type: line_dedup, unit: line}",
+}
+
+
+def _config(tmp_path: Path, dedup: str, writer: str) -> Path:
+    inputs = killing.write_inputs(tmp_path / "in", 6, copies=3)
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(f"""name: fusion
+executor: {{type: local, workers: 2}}
+stages:
+  - {{type: read_jsonl, path: "{inputs}/*.jsonl"}}
+  - {{type: length_filter, min_chars: 200}}
+  - {dedup}
+  - {writer}
+""")
+    return config
+
+
+def _run(config: Path, out: Path, fuse: bool, monkeypatch) -> str:
+    if fuse:
+        monkeypatch.delenv(FUSE_WRITER, raising=False)
+    else:
+        monkeypatch.setenv(FUSE_WRITER, "0")
+    log = killing.run(config, out, out.parent / f"{out.name}.log")
+    assert_accounting(out)
+    return log
+
+
+def _stats(run: Path) -> dict:
+    import json
+
+    return without_volatile(json.loads((run / "stats.json").read_text()))
+
+
+@pytest.mark.parametrize("dedup", list(DEDUPS))
+@pytest.mark.parametrize("writer", ["{type: write_parquet}",
+                                    "{type: write_parquet, row_group_rows: 7, compression: zstd}"])
+def test_a_fused_writer_publishes_the_unfused_runs_bytes(tmp_path, monkeypatch, dedup, writer):
+    config = _config(tmp_path, DEDUPS[dedup], writer)
+    fused, plain = tmp_path / "fused", tmp_path / "plain"
+    _run(config, fused, True, monkeypatch)
+    _run(config, plain, False, monkeypatch)
+    assert _stats(fused)["stages"][2]["removed"] > 0
+    fused_files, plain_files = published(fused), published(plain)
+    assert fused_files.keys() == plain_files.keys()
+    assert [n for n in fused_files if n != "stats.json" and fused_files[n] != plain_files[n]] == []
+    assert _stats(fused) == _stats(plain)
+    written = sorted((fused / "write_parquet").glob("*.parquet"))
+    assert written and all(os.stat(p).st_ino != os.stat(q).st_ino
+                           for p, q in zip(written, sorted((plain / "write_parquet")
+                                                           .glob("*.parquet")), strict=True))
+    # published as the removal wrote them: each file with rows is the removal's part, linked
+    parts = {p.name: p for p in (fused / "_work").glob("segment-01/out/*.parquet")}
+    holding = [p for p in written if pq.read_metadata(p).num_rows]
+    assert holding and {p.name for p in holding} <= set(parts)
+    assert all(os.path.samefile(parts[p.name], p) for p in holding)
+
+
+def test_a_part_laid_out_otherwise_is_written_as_usual(tmp_path, monkeypatch):
+    """A run whose parts were written unfused, then the writer's layout changed: the writer
+    segment runs again over those parts and decodes and encodes them."""
+    config = _config(tmp_path, DEDUPS["exact"], "{type: write_parquet}")
+    out = tmp_path / "run"
+    _run(config, out, False, monkeypatch)
+    reference = tmp_path / "reference"
+    shutil.copytree(out, reference)
+    config.write_text(config.read_text().replace("{type: write_parquet}",
+                                                 "{type: write_parquet, row_group_rows: 5}"))
+    _run(config, out, True, monkeypatch)
+    for path in sorted((out / "write_parquet").glob("*.parquet")):
+        groups = pq.ParquetFile(path).metadata
+        assert all(groups.row_group(i).num_rows == 5 for i in range(groups.num_row_groups - 1))
+    assert pq.read_table(out / "write_parquet").to_pylist() \
+        == pq.read_table(reference / "write_parquet").to_pylist()
