@@ -90,6 +90,19 @@ class StageCount:
             for item in pc.value_counts(table.column("lang")).to_pylist():
                 self.languages[str(item["values"] or "unknown")] += item["counts"]
 
+    def kept_figures(self) -> dict[str, Any]:
+        """What ``observe_kept`` found, with the rows kept: for a writer that publishes these
+        rows as they are (``add_kept_figures``) instead of reading their text again."""
+        return {"rows": self.kept, "bytes": self.bytes_kept, "lengths": self.lengths,
+                "languages": dict(self.languages)}
+
+    def add_kept_figures(self, figures: dict[str, Any]) -> None:
+        """Count ``kept_figures`` as if ``observe_kept`` had seen those rows."""
+        self.bytes_kept += int(figures["bytes"])
+        if figures["lengths"]:
+            self.lengths = _add(self.lengths or [0] * LENGTH_BINS.bins, figures["lengths"])
+        self.languages.update({str(k): int(v) for k, v in figures["languages"].items()})
+
     def merge(self, other: StageCount) -> StageCount:
         """The sum of two counts of the same stage (shards of one run)."""
         total = StageCount(self.name, self.type, self.n_in + other.n_in, self.kept + other.kept,

@@ -320,6 +320,11 @@ class PartFormat:
         writer.write(table)
         writer.close()
 
+    @staticmethod
+    def figures_path(part: Path) -> Path:
+        """Where the figures of a part's kept rows lie beside it (``StageCount.kept_figures``)."""
+        return part.with_suffix(".kept.json")
+
     def laid_out(self, path: Path) -> int | None:
         """The rows of the file at ``path`` when it is laid out in this format (row groups of
         ``row_group_rows``, the last shorter, every column chunk compressed so) and holds rows;

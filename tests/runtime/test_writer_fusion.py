@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from curator.io.parquet import PartFormat
 from curator.runtime.driver.runner import FUSE_WRITER
 from tests.conftest import assert_accounting
 from tests.published import published, without_volatile
@@ -78,6 +79,8 @@ def test_a_fused_writer_publishes_the_unfused_runs_bytes(tmp_path, monkeypatch, 
     holding = [p for p in written if pq.read_metadata(p).num_rows]
     assert holding and {p.name for p in holding} <= set(parts)
     assert all(os.path.samefile(parts[p.name], p) for p in holding)
+    # and counted from the figures the removal wrote beside each part, not read again
+    assert all(PartFormat.figures_path(parts[p.name]).exists() for p in holding)
 
 
 def test_a_part_laid_out_otherwise_is_written_as_usual(tmp_path, monkeypatch):

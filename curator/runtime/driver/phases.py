@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import fsspec
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -232,6 +233,9 @@ class PhaseContext:
             for path in folder.glob("part-*.parquet"):
                 if path.stem not in current:
                     path.unlink()
+        for path in out.glob("part-*.kept.json"):  # PartFormat.figures_path's
+            if path.name.removesuffix(".kept.json") not in current:
+                path.unlink()
 
     def output_checksum(self, path: Path) -> str:
         """The checksum the removal phase recorded for its output ``path`` ("" if none)."""
@@ -343,12 +347,19 @@ def _remove_part(task: _RemoveTask) -> _RemoveResult:
         removed = removed.append_column(name, values)
     if task.spec.rejected == "ids":
         removed = ids_and_sample(removed, [*decisions.removed_columns, *decisions.columns])
+    n_removed = int(np.count_nonzero(drop))
+    reasons = Counter({decisions.reason: n_removed} if n_removed else {})
+    count = StageCount(task.stage, "", table.num_rows, kept.num_rows, n_removed,
+                       removed_by_reason=reasons)
+    count.observe_kept(kept)
     key = task.key
     pending = Commit()
     run_dir = RunDir(task.spec.run_dir)
     out = Path(task.out) / f"{key}.parquet"
     if task.part_format is not None and kept.num_rows:
         task.part_format.write(kept, pending.temporary_for(out))
+        pending.temporary_for(PartFormat.figures_path(out)).write_bytes(
+            orjson.dumps(count.kept_figures()))
     else:
         pq.write_table(kept, pending.temporary_for(out),
                        compression=task.spec.intermediate_compression)
@@ -358,9 +369,4 @@ def _remove_part(task: _RemoveTask) -> _RemoveResult:
             pq.write_table(data, pending.temporary_for(final), compression=REJECTED_COMPRESSION)
     write_piece(run_dir, f"{task.stage}-{key}", pending.pairs)
     pending.publish()
-    n_removed = int(np.count_nonzero(drop))
-    reasons = Counter({decisions.reason: n_removed} if n_removed else {})
-    count = StageCount(task.stage, "", table.num_rows, kept.num_rows, n_removed,
-                       removed_by_reason=reasons)
-    count.observe_kept(kept)
     return _RemoveResult(count.to_dict())

@@ -17,7 +17,12 @@ import pyarrow.parquet as pq
 from curator.batch import ID, REASON, SOURCE, TEXT, Failure
 from curator.commit import Commit
 from curator.counts import StageCount
-from curator.io.parquet import ParquetPartWriter, RollingPartWriter, read_parquet_batches
+from curator.io.parquet import (
+    ParquetPartWriter,
+    PartFormat,
+    RollingPartWriter,
+    read_parquet_batches,
+)
 from curator.io.records import ColumnMap
 from curator.rejected import ids_and_sample, rewritten
 from curator.runtime.errors import CurationError
@@ -184,13 +189,29 @@ def _adopt(task: ShardTask, run_dir: RunDir, batch_stages: list[tuple[str, Any]]
     except OSError:  # another file system, or one without hard links
         shutil.copyfile(part, tmp)
     count = StageCount(name, stage.type, rows, rows)
-    with pq.ParquetFile(part) as file:  # a row group at a time, as the writer would see them
-        columns = [c for c in (TEXT, "lang") if c in file.schema_arrow.names]
-        for group in range(file.num_row_groups):
-            count.observe_kept(file.read_row_group(group, columns=columns))
+    figures = _kept_figures(PartFormat.figures_path(part), rows)
+    if figures is not None:  # what the removal saw of these rows
+        count.add_kept_figures(figures)
+    else:
+        with pq.ParquetFile(part) as file:  # a row group at a time, as the writer sees them
+            columns = [c for c in (TEXT, "lang") if c in file.schema_arrow.names]
+            for group in range(file.num_row_groups):
+                count.observe_kept(file.read_row_group(group, columns=columns))
     count.seconds = time.perf_counter() - started
     _charge(count, stage, cpu, started)
     return count
+
+
+def _kept_figures(path: Path, rows: int) -> dict[str, Any] | None:
+    """The kept rows' figures the removal wrote beside its part, if they read and are of
+    ``rows`` rows."""
+    try:
+        figures = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    ok = isinstance(figures, dict) and figures.get("rows") == rows \
+        and {"bytes", "lengths", "languages"} <= figures.keys()
+    return figures if ok else None
 
 
 def with_source(table: pa.Table, source: str) -> pa.Table:
