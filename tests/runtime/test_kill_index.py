@@ -19,15 +19,22 @@ from tests.runtime import killing
 SHARDS = 4
 
 
-def test_a_run_killed_while_writing_its_index_resumes_to_the_same_bytes(tmp_path):
+def _killed_at(tmp_path: Path, halt: str) -> tuple[Path, Path, Path, dict]:
+    """An exact_dedup run's reference, then the run killed at ``halt``: (config, run folder,
+    reference, what halted.json says)."""
     inputs = killing.write_inputs(tmp_path / "in", SHARDS, copies=2)
     config = killing.dedup_config(tmp_path, inputs, "{type: exact_dedup}")
     run_dir = tmp_path / "run"
     reference = killing.reference_run(config, run_dir, tmp_path / "reference",
                                       tmp_path / "ref.log")
     halt_dir = tmp_path / "halt"
-    proc = killing.start(config, run_dir, tmp_path / "run.log", halt="index", halt_dir=halt_dir)
-    halted = killing.halt_and_kill(proc, halt_dir, "index", tmp_path / "run.log")
+    proc = killing.start(config, run_dir, tmp_path / "run.log", halt=halt, halt_dir=halt_dir)
+    halted = killing.halt_and_kill(proc, halt_dir, halt.partition("@")[0], tmp_path / "run.log")
+    return config, run_dir, reference, halted
+
+
+def test_a_run_killed_while_writing_its_index_resumes_to_the_same_bytes(tmp_path):
+    config, run_dir, reference, halted = _killed_at(tmp_path, "index")
     assert halted["point"] == "index"
     assert not (run_dir / INDEX).exists() and list(run_dir.glob(f"{INDEX}.tmp-*"))
 
@@ -47,15 +54,7 @@ def test_a_run_killed_between_a_piece_and_its_files_resumes_to_the_same_bytes(tm
     """Killed after a shard task wrote its index rows, before its files were renamed into
     place: the piece names files not there (or not as it names them), so lookups pass it by;
     the rerun writes it again, and the run's end merges the pieces."""
-    inputs = killing.write_inputs(tmp_path / "in", SHARDS, copies=2)
-    config = killing.dedup_config(tmp_path, inputs, "{type: exact_dedup}")
-    run_dir = tmp_path / "run"
-    reference = killing.reference_run(config, run_dir, tmp_path / "reference",
-                                      tmp_path / "ref.log")
-    halt_dir = tmp_path / "halt"
-    proc = killing.start(config, run_dir, tmp_path / "run.log", halt="index-piece@2",
-                         halt_dir=halt_dir)
-    halted = killing.halt_and_kill(proc, halt_dir, "index-piece", tmp_path / "run.log")
+    config, run_dir, reference, halted = _killed_at(tmp_path, "index-piece@2")
     piece = run_dir / PIECES / f"{halted['key']}.arrow"
     assert piece.exists() and not (run_dir / INDEX).exists()
     assert killing.shards_done(run_dir, 0) < SHARDS
