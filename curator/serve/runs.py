@@ -133,7 +133,7 @@ def run_summary(path: Path, name: str | None = None) -> dict[str, Any]:
     return {
         "name": name or path.name, "status": status, "error": error,
         "progress": progress, "started": started, "duration_s": duration,
-        "docs_in": stages[0].get("in") if stages else None,
+        "docs_in": stages[0].get("in") if stages else (progress or {}).get("docs_in"),
         "docs_kept": _kept(stages),
         "tokens": sum(s.get("tokens", 0) for s in stages) if stages else None,
         "host": (progress or {}).get("host"), "pipeline": config.get("name"),

@@ -76,6 +76,7 @@ def test_a_held_run_is_running_with_live_progress_then_done(tmp_path):
         assert progress["state"] == "running" and progress["segment"] == 0
         assert progress["total"] == 6 and 1 <= progress["done"] < 6
         assert 0 < progress["fraction"] < 1 and progress["pid"] != os.getpid()
+        assert 0 < summary["docs_in"] <= 120  # read so far (no stats.json while it runs)
         assert find_runs([runs]) == {"demo": out.resolve()}
         (halt_dir / hook.HALTED).unlink()  # let it go on
         finish(proc, tmp_path / "log")

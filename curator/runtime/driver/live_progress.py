@@ -52,6 +52,8 @@ class LiveProgress:
         """Merge ``figures``; written now when forced, else within a second."""
         with self._lock:
             self.state.update(figures)
+            if self.state["segment"] == 0 and figures.get("docs") is not None:
+                self.state["docs_in"] = figures["docs"]  # read so far: the first segment's
             done, total = self.state["done"], self.state["total"]
             share = done / total if total else 0.0
             self.state["fraction"] = round(
