@@ -13,8 +13,10 @@
 2. For each device runs the real CLI, ``python -m curator run`` (the stage's ``device`` set;
    the CPU run hides the GPUs, so its local cluster has ``--workers`` CPU workers only; the GPU
    run's cluster adds one GPU worker per device; ``gpu2`` is the GPU run with two GPU worker
-   processes sharing device 0, ``CUDA_VISIBLE_DEVICES=0,0``, as a node's GPUs would be used),
-   and records its wall time, the stage's seconds
+   processes sharing device 0, ``CUDA_VISIBLE_DEVICES=0,0``, as a node's GPUs would be used;
+   ``gpu-xN`` the run on the node's first N cards, for scaling over a node's GPUs: TB/h per GPU
+   and its share of one GPU's; a name ending in ``-unfused`` runs with
+   ``CURATOR_FUSE_WRITER=0``), and records its wall time, the stage's seconds
    and per-phase times from stats.json, and the peak RSS of every process of the run's tree
    (sampled: driver, scheduler and workers; the largest process and the largest tree sum).
 3. Checks that the devices' outputs are identical (the sorted kept ids, the output files' bytes)
@@ -293,6 +295,8 @@ def device_env(device: str) -> dict[str, str]:
         env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU worker in the CPU run's cluster
     elif device == "gpu2":
         env["CUDA_VISIBLE_DEVICES"] = "0,0"  # two GPU workers, one card
+    elif gpus := gpu_count(device):  # the node's first N cards, a GPU worker each
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in range(gpus))
     return env
 
 
@@ -316,8 +320,15 @@ def curate_run_sampled(config: Path, env: dict[str, str]) -> tuple[float, Peaks]
 
 
 def stage_device(device: str) -> str:
-    """The stage's ``device`` for a run named ``device`` (``gpu2``, ``cpu-unfused``, ...)."""
-    return device.removesuffix(UNFUSED).removesuffix("2")
+    """The stage's ``device`` for a run named ``device`` (``gpu2``, ``gpu-x4``, ``cpu-unfused``,
+    ...)."""
+    return "cpu" if device.startswith("cpu") else "gpu"
+
+
+def gpu_count(device: str) -> int:
+    """N of a run named ``gpu-xN`` (N GPUs, a GPU worker on each); 0 for other names."""
+    found = re.fullmatch(r"gpu-x(\d+)", device.removesuffix(UNFUSED))
+    return int(found.group(1)) if found else 0
 
 
 def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
@@ -414,15 +425,21 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
                            for name, p in r["phases"].items())
         lines.append(f"- {r['device']}: {phases}")
     by = {r["device"]: r for r in runs}
-    for name in ("gpu", "gpu2"):
-        if "cpu" in by and name in by:
-            cpu, gpu = by["cpu"], by[name]
-            same = cpu["kept_ids"] == gpu["kept_ids"] and \
-                cpu["bytes_digest"] == gpu["bytes_digest"]
-            lines += ["", f"{name} / cpu speed-up: stage "
-                      f"{cpu['stage_seconds'] / gpu['stage_seconds']:.2f}x, whole run "
-                      f"{cpu['wall'] / gpu['wall']:.2f}x. Outputs identical (sorted kept ids and "
-                      f"output bytes): {'yes' if same else 'NO'}."]
+    cpu = by.get("cpu")
+    one = by.get("gpu-x1")
+    for r in runs:
+        if cpu is None or r is cpu:
+            continue
+        same = cpu["kept_ids"] == r["kept_ids"] and cpu["bytes_digest"] == r["bytes_digest"]
+        lines += ["", f"{r['device']} / cpu speed-up: stage "
+                  f"{cpu['stage_seconds'] / r['stage_seconds']:.2f}x, whole run "
+                  f"{cpu['wall'] / r['wall']:.2f}x. Outputs identical (sorted kept ids and "
+                  f"output bytes): {'yes' if same else 'NO'}."]
+        if gpus := gpu_count(r["device"]):
+            per_gpu = _tbh(nbytes, r["wall"]) / gpus
+            efficiency = f", {per_gpu / _tbh(nbytes, one['wall']):.0%} of one GPU's" if one \
+                else ""
+            lines.append(f"Whole run per GPU: {per_gpu:.3f} TB/h on {gpus} GPU(s){efficiency}.")
     for r in runs:
         lines.append(f"\n{r['device']}: kept ids xxh3-128 {r['kept_ids']}, output bytes "
                      f"xxh3-128 {r['bytes_digest']}, facts {json.dumps(r['facts'])}")
@@ -436,9 +453,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gb", type=float, default=4.0, help="GB of text to generate")
     ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"],
-                    choices=[f"{d}{u}" for u in ("", UNFUSED) for d in ("cpu", "gpu", "gpu2")],
-                    help=f"a name ending in {UNFUSED} runs with CURATOR_FUSE_WRITER=0 (the "
-                    "writer decodes and encodes the stage's parts again)")
+                    choices=[f"{d}{u}" for u in ("", UNFUSED) for d in (
+                        "cpu", "gpu", "gpu2", "gpu-x1", "gpu-x2", "gpu-x4", "gpu-x8")],
+                    help="gpu: every visible GPU; gpu2: two GPU workers on card 0; gpu-xN: the "
+                    f"first N cards; a name ending in {UNFUSED} runs with CURATOR_FUSE_WRITER=0 "
+                    "(the writer decodes and encodes the stage's parts again)")
     ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--part-mb", type=float, default=150.0, help="MB of text per Parquet part")
