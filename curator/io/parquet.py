@@ -322,8 +322,13 @@ class PartFormat:
 
     @staticmethod
     def figures_path(part: Path) -> Path:
-        """Where the figures of a part's kept rows lie beside it (``StageCount.kept_figures``)."""
+        """Where the removal that wrote a part in this format says so, beside it: the kept
+        rows' figures (``StageCount.kept_figures``), ``stamp()`` and the part's checksum."""
         return part.with_suffix(".kept.json")
+
+    def stamp(self) -> dict[str, list[int | str]]:
+        """This layout, as a part's figures record it."""
+        return {"layout": [self.row_group_rows, self.compression]}
 
     def laid_out(self, path: Path) -> int | None:
         """The rows of the file at ``path`` when it is laid out in this format (row groups of

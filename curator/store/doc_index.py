@@ -489,9 +489,10 @@ def lookup(run_dir: RunDir, key: str, kind: Literal["id", "url"],
     hash_ = key_hash(key)
     root = run_dir.root
     indexed = _indexed_rows(root, hash_)
-    if settled and indexed is not None:
+    if settled and indexed is not None:  # only the files holding the key are looked at
         files, rows = indexed
-        paths = {i: e["path"] for i, e in enumerate(files) if inside(root, root / e["path"])}
+        holding = {f for f in rows.column("file").to_pylist() if f < len(files)}
+        paths = {f: files[f]["path"] for f in holding if inside(root, root / files[f]["path"])}
         return _locations(rows, KINDS[kind], paths)
     current = data_files(run_dir)
     for why in current.refused:
@@ -542,7 +543,7 @@ def _fresh(root: Path, files: list[dict], allowed: set[str]) -> dict[int, str]:
     covered yet) and as listed (size and mtime)."""
     fresh = {}
     for ordinal, entry in enumerate(files):
-        if entry["path"] not in allowed:
+        if entry.get("path") not in allowed:
             continue
         try:
             stat = (root / entry["path"]).stat()

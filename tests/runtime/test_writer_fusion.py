@@ -99,3 +99,22 @@ def test_a_part_laid_out_otherwise_is_written_as_usual(tmp_path, monkeypatch):
         assert all(groups.row_group(i).num_rows == 5 for i in range(groups.num_row_groups - 1))
     assert pq.read_table(out / "write_parquet").to_pylist() \
         == pq.read_table(reference / "write_parquet").to_pylist()
+
+
+def test_only_a_part_its_removal_wrote_for_the_writer_is_published_as_it_is(tmp_path,
+                                                                           monkeypatch):
+    """Unfused, the removal's parts are written in the run's own format (uncompressed): with a
+    writer that writes uncompressed too, and parts smaller than its row groups, a part looks
+    laid out as the writer would lay it out, but it was not written by the writer's code; the
+    writer decodes and encodes it, and publishes the bytes the fused run publishes."""
+    config = _config(tmp_path, DEDUPS["exact"],
+                     "{type: write_parquet, compression: none, row_group_rows: 100000}")
+    plain, fused = tmp_path / "plain", tmp_path / "fused"
+    _run(config, plain, False, monkeypatch)
+    parts = list((plain / "_work").glob("segment-01/out/*.parquet"))
+    assert parts and not list((plain / "_work").glob("segment-01/out/*.kept.json"))
+    written = sorted((plain / "write_parquet").glob("*.parquet"))
+    assert not any(os.path.samefile(p, q) for p in written for q in parts)
+    _run(config, fused, True, monkeypatch)
+    assert published(fused).keys() == published(plain).keys()
+    assert all(published(fused)[n] == b for n, b in published(plain).items() if n != "stats.json")

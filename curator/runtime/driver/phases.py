@@ -33,6 +33,7 @@ from curator.batch import REASON, TEXT
 from curator.commit import (
     Commit,
     DamagedRecord,
+    checksum,
     damage,
     facts,
     full_check,
@@ -357,10 +358,12 @@ def _remove_part(task: _RemoveTask) -> _RemoveResult:
     run_dir = RunDir(task.spec.run_dir)
     out = Path(task.out) / f"{key}.parquet"
     if task.part_format is not None and kept.num_rows:
-        task.part_format.write(kept, pending.temporary_for(out))
-        pending.temporary_for(PartFormat.figures_path(out)).write_bytes(
-            orjson.dumps(count.kept_figures()))
+        tmp = pending.temporary_for(out)
+        task.part_format.write(kept, tmp)
+        pending.temporary_for(PartFormat.figures_path(out)).write_bytes(orjson.dumps(
+            {**count.kept_figures(), **task.part_format.stamp(), "part": checksum(tmp)}))
     else:
+        PartFormat.figures_path(out).unlink(missing_ok=True)  # an earlier run's, fused
         pq.write_table(kept, pending.temporary_for(out),
                        compression=task.spec.intermediate_compression)
     for final, data in ((run_dir.rejected_path(task.stage, key), removed),

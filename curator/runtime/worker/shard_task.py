@@ -12,7 +12,6 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from curator.batch import ID, REASON, SOURCE, TEXT, Failure
 from curator.commit import Commit
@@ -164,11 +163,11 @@ def _batches(task: ShardTask, source: Source | None, checkpoint: Path | None):
 def _adopt(task: ShardTask, run_dir: RunDir, batch_stages: list[tuple[str, Any]],
            reuse: Reuse, signals: _Signals, pending: Commit) -> StageCount | None:
     """Publish the shard as it is when it is a dataset stage's part that the stage's removal
-    laid out as this segment's only stage, a Parquet writer, lays out its files (``PartFormat``:
-    the same bytes that writer would write from its rows): hard-linked (copied across file
-    systems) under the writer's name, instead of decoded and encoded again. Returns the
-    writer's count (rows from the footer, sizes and languages from the text and ``lang``
-    columns), or None where the shard is written as usual."""
+    wrote as this segment's only stage, a Parquet writer, lays out its files (``PartFormat``:
+    the bytes that writer would write from those rows), as the figures beside the part say
+    (the layout, and the checksum the removal recorded for the part): hard-linked (copied
+    across file systems) under the writer's name, instead of decoded and encoded again.
+    Returns the writer's count, from those figures; None where the shard is written as usual."""
     if task.keep_intermediate or reuse.checkpoint is not None or len(task.stages) != 1 \
             or len(batch_stages) != 1 or signals.checkpoint_stage is not None or signals.scores:
         return None
@@ -176,10 +175,12 @@ def _adopt(task: ShardTask, run_dir: RunDir, batch_stages: list[tuple[str, Any]]
     layout = stage.part_format() if isinstance(stage, Sink) else None
     part = Path(task.shard.path)
     if layout is None or name in reuse.skipped or part.parent.name != OUT \
-            or not part.is_relative_to(run_dir.root):
+            or not part.is_relative_to(run_dir.root) or not task.shard.digest:
         return None
-    rows = layout.laid_out(part)
-    if rows is None:
+    figures = _part_figures(PartFormat.figures_path(part))
+    if figures is None or figures.get("part") != task.shard.digest \
+            or figures.get("layout") != layout.stamp()["layout"] \
+            or layout.laid_out(part) != figures.get("rows"):
         return None
     started, cpu = time.perf_counter(), _cpu_mark()
     ctx = ShardContext(run_dir.root, name, task.shard, pending)
@@ -188,30 +189,23 @@ def _adopt(task: ShardTask, run_dir: RunDir, batch_stages: list[tuple[str, Any]]
         os.link(part, tmp)
     except OSError:  # another file system, or one without hard links
         shutil.copyfile(part, tmp)
-    count = StageCount(name, stage.type, rows, rows)
-    figures = _kept_figures(PartFormat.figures_path(part), rows)
-    if figures is not None:  # what the removal saw of these rows
-        count.add_kept_figures(figures)
-    else:
-        with pq.ParquetFile(part) as file:  # a row group at a time, as the writer sees them
-            columns = [c for c in (TEXT, "lang") if c in file.schema_arrow.names]
-            for group in range(file.num_row_groups):
-                count.observe_kept(file.read_row_group(group, columns=columns))
+    count = StageCount(name, stage.type, figures["rows"], figures["rows"])
+    count.add_kept_figures(figures)
     count.seconds = time.perf_counter() - started
     _charge(count, stage, cpu, started)
     return count
 
 
-def _kept_figures(path: Path, rows: int) -> dict[str, Any] | None:
-    """The kept rows' figures the removal wrote beside its part, if they read and are of
-    ``rows`` rows."""
+def _part_figures(path: Path) -> dict[str, Any] | None:
+    """The figures a removal wrote beside its part (``PartFormat.figures_path``), if they read
+    whole."""
     try:
         figures = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return None
-    ok = isinstance(figures, dict) and figures.get("rows") == rows \
-        and {"bytes", "lengths", "languages"} <= figures.keys()
-    return figures if ok else None
+    whole = isinstance(figures, dict) and \
+        {"rows", "bytes", "lengths", "languages", "layout", "part"} <= figures.keys()
+    return figures if whole else None
 
 
 def with_source(table: pa.Table, source: str) -> pa.Table:
