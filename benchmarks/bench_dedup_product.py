@@ -334,7 +334,8 @@ def gpu_count(device: str) -> int:
 def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
                    workers: int, options: str = "") -> None:
     """read_parquet → ``stage``_dedup (``options``: more of its YAML mapping) → write_parquet."""
-    processes = ", processes: true" if device.removesuffix(UNFUSED) == "gpu2" else ""
+    processes = {"gpu2": ", processes: true", "gpu-threads": ", processes: false"}.get(
+        device.removesuffix(UNFUSED), "")
     lines = [f"name: bench-{stage}-{device}", f"output: {out}",
              f"executor: {{type: dask, workers: {workers}{processes}}}", "stages:",
              f"  - {{type: read_parquet, path: \"{parts}/part-*.parquet\"}}",
@@ -367,7 +368,19 @@ def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -
             "driver_mb": next((mb for r, mb in peaks.per_process.values() if r == "driver"), 0),
             "max_process_mb": max((mb for _, mb in peaks.per_process.values()), default=0),
             "max_worker_mb": max(workers_peak, default=0), "workers_seen": len(workers_peak),
-            "tree_mb": peaks.tree, "device_mb": peaks.device, "out": out}
+            "tree_mb": peaks.tree, "device_mb": peaks.device, "out": out,
+            "outside": outside_the_stage(stats)}
+
+
+def outside_the_stage(stats: dict) -> dict[str, float]:
+    """Where a run's seconds outside the dedup stage go (stats.json): the cluster's start, and
+    each shard segment from its first shard's start to its last shard's end."""
+    spans: dict[str, list[float]] = {}
+    for segment, start, end, *_ in stats.get("timeline", []):
+        span = spans.setdefault(f"segment {segment}", [start, end])
+        span[0], span[1] = min(span[0], start), max(span[1], end)
+    return {"cluster start": stats.get("executor_start_seconds", 0.0),
+            **{name: round(end - start, 2) for name, (start, end) in sorted(spans.items())}}
 
 
 def planted_joined(run: Path, clusters: Path) -> tuple[int, int]:
@@ -423,7 +436,8 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
     for r in runs:
         phases = ", ".join(f"{name} {p['seconds']:.2f} ({p['tasks']})"
                            for name, p in r["phases"].items())
-        lines.append(f"- {r['device']}: {phases}")
+        outside = ", ".join(f"{name} {seconds:.2f}" for name, seconds in r["outside"].items())
+        lines.append(f"- {r['device']}: {phases}; outside the stage: {outside}")
     by = {r["device"]: r for r in runs}
     cpu = by.get("cpu")
     one = by.get("gpu-x1")
@@ -454,8 +468,10 @@ def main() -> None:
     ap.add_argument("--gb", type=float, default=4.0, help="GB of text to generate")
     ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"],
                     choices=[f"{d}{u}" for u in ("", UNFUSED) for d in (
-                        "cpu", "gpu", "gpu2", "gpu-x1", "gpu-x2", "gpu-x4", "gpu-x8")],
-                    help="gpu: every visible GPU; gpu2: two GPU workers on card 0; gpu-xN: the "
+                        "cpu", "gpu", "gpu2", "gpu-threads", "gpu-x1", "gpu-x2", "gpu-x4",
+                        "gpu-x8")],
+                    help="gpu: every visible GPU; gpu2: two GPU workers on card 0; "
+                    "gpu-threads: the cluster on threads of the driver; gpu-xN: the "
                     f"first N cards; a name ending in {UNFUSED} runs with CURATOR_FUSE_WRITER=0 "
                     "(the writer decodes and encodes the stage's parts again)")
     ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")
