@@ -334,7 +334,7 @@ def gpu_count(device: str) -> int:
 def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
                    workers: int, options: str = "") -> None:
     """read_parquet → ``stage``_dedup (``options``: more of its YAML mapping) → write_parquet."""
-    processes = {"gpu2": ", processes: true", "gpu-threads": ", processes: false"}.get(
+    processes = {"gpu2": ", processes: true", "gpu-processes": ", processes: true"}.get(
         device.removesuffix(UNFUSED), "")
     lines = [f"name: bench-{stage}-{device}", f"output: {out}",
              f"executor: {{type: dask, workers: {workers}{processes}}}", "stages:",
@@ -468,10 +468,10 @@ def main() -> None:
     ap.add_argument("--gb", type=float, default=4.0, help="GB of text to generate")
     ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"],
                     choices=[f"{d}{u}" for u in ("", UNFUSED) for d in (
-                        "cpu", "gpu", "gpu2", "gpu-threads", "gpu-x1", "gpu-x2", "gpu-x4",
+                        "cpu", "gpu", "gpu2", "gpu-processes", "gpu-x1", "gpu-x2", "gpu-x4",
                         "gpu-x8")],
                     help="gpu: every visible GPU; gpu2: two GPU workers on card 0; "
-                    "gpu-threads: the cluster on threads of the driver; gpu-xN: the "
+                    "gpu-processes: worker processes, one GPU worker a card; gpu-xN: the "
                     f"first N cards; a name ending in {UNFUSED} runs with CURATOR_FUSE_WRITER=0 "
                     "(the writer decodes and encodes the stage's parts again)")
     ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")

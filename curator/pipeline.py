@@ -28,8 +28,7 @@ class ExecutorConfig(BaseModel):
     scheduler_file: str | None = Field(None, description="Scheduler file of a running cluster.")
     processes: bool | None = Field(
         None, description="Local workers as processes (true) or threads (false); default: "
-        "threads when every stage releases the GIL and none runs on a GPU, else one process "
-        "per worker (and one per GPU).")
+        "threads when every stage releases the GIL, else one process per worker.")
 
 
 class PipelineModel(BaseModel):

@@ -187,16 +187,3 @@ def test_gil_bound_tasks_run_one_at_a_time_on_a_gpu_worker(tmp_path, monkeypatch
     seen = _spans_by_worker(tmp_path, RecordSpan(), 12)
     assert seen["devices"] == {"", "0"}  # the CPU worker and the GPU worker both took tasks
     assert [_most_at_once(v) for v in seen["spans"].values()] == [1, 1]
-
-
-@pytest.mark.parametrize("configured", [None, True, False])
-def test_a_run_with_a_gpu_stage_gets_worker_processes_unless_configured(configured):
-    """Threads of the driver for a run whose stages all release the GIL, but worker processes
-    (a GPU worker per device) once a stage runs on the GPU; ``processes: false`` is kept."""
-    from curator.runtime.cluster.executors import ExecutorPool
-
-    pool = ExecutorPool("dask", 2, None, None, configured)
-    assert pool.runs_here(holds_gil=False) == (configured is not True)
-    pool.for_gpu_stages()
-    assert pool.runs_here(holds_gil=False) == (configured is False)
-    pool.close()

@@ -409,15 +409,6 @@ class ExecutorPool:
             self.start_seconds += time.perf_counter() - clock
         return self._started[processes]
 
-    def for_gpu_stages(self) -> None:
-        """A run with a stage on the GPU: on worker processes (a GPU worker per device beside
-        the CPU workers) unless the configuration says ``processes: false``; on threads of the
-        driver, every thread may run a GPU task (docs/design-notes.md: exact dedup's hash
-        phase took 28 s there, 4.8 s on worker processes, 8 GB on one H200). Call before the
-        first ``get``."""
-        if self.processes is None:
-            self.processes = True
-
     def runs_here(self, holds_gil: bool) -> bool:
         """Whether the tasks of a run whose stages hold (or release) the GIL run in this
         process: the local executor, or a cluster of threads started here."""

@@ -137,13 +137,11 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                       scheduler or config.scheduler, scheduler_file or config.scheduler_file,
                       config.processes, imports, preload) as pool:
         gpus = pool.offers("GPU")
-        stages = [stage.for_cluster(gpus) for _, stage in pipeline.named_stages()]
-        if any(stage.resources().get("GPU") for stage in stages):
-            pool.for_gpu_stages()
+        stages = [stage for _, stage in pipeline.named_stages()]
         if pool.runs_here(any(stage.holds_gil for stage in stages)):
-            warm_up_in_background(stages)
+            warm_up_in_background([stage.for_cluster(gpus) for stage in stages])
         else:
-            warm_up_before_run(stages)
+            warm_up_before_run([stage.for_cluster(gpus) for stage in stages])
         segments = [Segment(segment.index, segment.kind,
                             [(name, stage.for_cluster(gpus)) for name, stage in segment.stages])
                     for segment in plan.segments]
