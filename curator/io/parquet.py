@@ -15,8 +15,10 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -309,10 +311,16 @@ class ParquetPartWriter:
 class PartFormat:
     """How a Parquet writer lays out a shard's file (rows per row group, compression): what a
     dataset stage's removal writes its parts in when the next segment is only that writer, so
-    that the writer publishes the part as it is instead of decoding and encoding it again."""
+    that the writer publishes the part as it is instead of decoding and encoding it again.
+
+    Beside such a part lies what proves it (``figures_path``): the layout, the part's checksum
+    and the figures of its rows the writer counts instead of reading them (``describe``)."""
 
     row_group_rows: int
     compression: str
+
+    #: What ``describe`` writes besides the layout and the part's checksum.
+    FIGURES = frozenset({"rows", "bytes", "lengths", "languages"})
 
     def write(self, table: pa.Table, path: Path) -> None:
         """``table`` to ``path`` as ``ParquetPartWriter`` writes a shard of those rows."""
@@ -322,31 +330,28 @@ class PartFormat:
 
     @staticmethod
     def figures_path(part: Path) -> Path:
-        """Where the removal that wrote a part in this format says so, beside it: the kept
-        rows' figures (``StageCount.kept_figures``), ``stamp()`` and the part's checksum."""
+        """Where the proof of a part written in a writer's layout lies, beside it."""
         return part.with_suffix(".kept.json")
 
-    def stamp(self) -> dict[str, list[int | str]]:
-        """This layout, as a part's figures record it."""
-        return {"layout": [self.row_group_rows, self.compression]}
+    def describe(self, path: Path, figures: dict[str, Any], checksum: str) -> None:
+        """Write to ``path`` (a temporary for ``figures_path``) that the part whose checksum is
+        ``checksum`` was written by ``write`` in this layout, with its rows' ``figures``."""
+        path.write_bytes(orjson.dumps({**figures, "layout": self._layout(), "part": checksum}))
 
-    def laid_out(self, path: Path) -> int | None:
-        """The rows of the file at ``path`` when it is laid out in this format (row groups of
-        ``row_group_rows``, the last shorter, every column chunk compressed so) and holds rows;
-        else None."""
+    def described(self, part: Path, checksum: str) -> dict[str, Any] | None:
+        """The figures beside ``part`` when they say it is the file of ``checksum`` written in
+        this layout; else None (the part is decoded and written again)."""
         try:
-            meta = pq.read_metadata(path)
-        except (OSError, pa.ArrowException):
+            found = orjson.loads(self.figures_path(part).read_bytes())
+        except (OSError, orjson.JSONDecodeError):
             return None
-        groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
-        codecs = {"none": {"UNCOMPRESSED"}, "lz4": {"LZ4", "LZ4_RAW"}}.get(
-            self.compression, {self.compression.upper()})
-        if not groups or any(g.num_rows != self.row_group_rows for g in groups[:-1]) \
-                or not 0 < groups[-1].num_rows <= self.row_group_rows \
-                or any(g.column(c).compression not in codecs
-                       for g in groups for c in range(g.num_columns)):
+        if not isinstance(found, dict) or not checksum or found.get("part") != checksum \
+                or found.get("layout") != self._layout() or not found.keys() >= self.FIGURES:
             return None
-        return meta.num_rows
+        return found
+
+    def _layout(self) -> list[int | str]:
+        return [self.row_group_rows, self.compression]
 
 
 class RollingPartWriter:

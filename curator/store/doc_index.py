@@ -152,7 +152,7 @@ def holds_documents(root: Path, final: Path) -> bool:
 
 def write_piece(run_dir: RunDir, name: str, pairs: Iterable[tuple[Path, Path]]) -> None:
     """Index the document files a task is about to commit (``(temporary, final)`` pairs, before
-    the renames: a rename keeps size and mtime) as ``_index_pieces/<name>.parquet``. A task that
+    the renames: a rename keeps size and mtime) as ``_index_pieces/<name>.arrow``. A task that
     commits no document file leaves no piece; a piece that cannot be written is named in a
     warning and its files are scanned by lookups until the run's end indexes them."""
     root = run_dir.root
@@ -171,14 +171,18 @@ def write_piece(run_dir: RunDir, name: str, pairs: Iterable[tuple[Path, Path]]) 
         table = _sorted_rows(blocks).replace_schema_metadata({"files": json.dumps(listed)})
         final.parent.mkdir(exist_ok=True)
         tmp_piece = final.with_name(f".{final.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-        with pa.OSFile(str(tmp_piece), "wb") as sink, \
-                pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
+        _write_arrow(table, tmp_piece)
         os.replace(tmp_piece, final)
     except (OSError, pa.ArrowException) as err:
         log.warning("%s: index rows not written (%s); lookups scan its files", final, err)
         return
     halt.point("index-piece", name)
+
+
+def _write_arrow(table: pa.Table, path: Path) -> None:
+    """``table`` as an uncompressed Arrow IPC file (memory-mapped by its readers)."""
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
 
 
 def _sorted_rows(blocks: list[tuple[np.ndarray, ...]]) -> pa.Table:
@@ -414,12 +418,8 @@ class _Spill:
     def flush(self) -> None:
         if not self.pending:
             return
-        columns = [np.concatenate(c) for c in zip(*self.pending, strict=True)]
-        order = np.argsort(columns[0], kind="stable")
-        table = pa.table([pa.array(c[order]) for c in columns], schema=SCHEMA)
         path = self.folder / f"run-{len(self.runs):05d}.arrow"
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, SCHEMA) as writer:
-            writer.write_table(table)
+        _write_arrow(_sorted_rows(self.pending), path)
         self.runs.append(path)
         self.pending, self.held = [], 0
 

@@ -5,6 +5,7 @@ and encoding them again. Published bytes and stats are those of the same run unf
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -52,8 +53,6 @@ def _run(config: Path, out: Path, fuse: bool, monkeypatch) -> str:
 
 
 def _stats(run: Path) -> dict:
-    import json
-
     return without_volatile(json.loads((run / "stats.json").read_text()))
 
 
@@ -71,9 +70,8 @@ def test_a_fused_writer_publishes_the_unfused_runs_bytes(tmp_path, monkeypatch, 
     assert [n for n in fused_files if n != "stats.json" and fused_files[n] != plain_files[n]] == []
     assert _stats(fused) == _stats(plain)
     written = sorted((fused / "write_parquet").glob("*.parquet"))
-    assert written and all(os.stat(p).st_ino != os.stat(q).st_ino
-                           for p, q in zip(written, sorted((plain / "write_parquet")
-                                                           .glob("*.parquet")), strict=True))
+    assert written  # unfused, every published file is one of its own
+    assert all(os.stat(p).st_nlink == 1 for p in (plain / "write_parquet").glob("*.parquet"))
     # published as the removal wrote them: each file with rows is the removal's part, linked
     parts = {p.name: p for p in (fused / "_work").glob("segment-01/out/*.parquet")}
     holding = [p for p in written if pq.read_metadata(p).num_rows]

@@ -22,7 +22,6 @@ from typing import Any, Literal
 
 import fsspec
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -360,8 +359,8 @@ def _remove_part(task: _RemoveTask) -> _RemoveResult:
     if task.part_format is not None and kept.num_rows:
         tmp = pending.temporary_for(out)
         task.part_format.write(kept, tmp)
-        pending.temporary_for(PartFormat.figures_path(out)).write_bytes(orjson.dumps(
-            {**count.kept_figures(), **task.part_format.stamp(), "part": checksum(tmp)}))
+        task.part_format.describe(pending.temporary_for(PartFormat.figures_path(out)),
+                                  count.kept_figures(), checksum(tmp))
     else:
         PartFormat.figures_path(out).unlink(missing_ok=True)  # an earlier run's, fused
         pq.write_table(kept, pending.temporary_for(out),

@@ -16,12 +16,7 @@ import pyarrow.compute as pc
 from curator.batch import ID, REASON, SOURCE, TEXT, Failure
 from curator.commit import Commit
 from curator.counts import StageCount
-from curator.io.parquet import (
-    ParquetPartWriter,
-    PartFormat,
-    RollingPartWriter,
-    read_parquet_batches,
-)
+from curator.io.parquet import ParquetPartWriter, RollingPartWriter, read_parquet_batches
 from curator.io.records import ColumnMap
 from curator.rejected import ids_and_sample, rewritten
 from curator.runtime.errors import CurationError
@@ -163,11 +158,12 @@ def _batches(task: ShardTask, source: Source | None, checkpoint: Path | None):
 def _adopt(task: ShardTask, run_dir: RunDir, batch_stages: list[tuple[str, Any]],
            reuse: Reuse, signals: _Signals, pending: Commit) -> StageCount | None:
     """Publish the shard as it is when it is a dataset stage's part that the stage's removal
-    wrote as this segment's only stage, a Parquet writer, lays out its files (``PartFormat``:
-    the bytes that writer would write from those rows), as the figures beside the part say
-    (the layout, and the checksum the removal recorded for the part): hard-linked (copied
-    across file systems) under the writer's name, instead of decoded and encoded again.
-    Returns the writer's count, from those figures; None where the shard is written as usual."""
+    wrote in the layout of this segment's only stage, a Parquet writer (``PartFormat``: the
+    bytes that writer would write from those rows), as the figures beside the part prove
+    (``PartFormat.described``: the layout, and the checksum the removal recorded for the part):
+    hard-linked (copied across file systems) under the writer's name, instead of decoded and
+    encoded again. Returns the writer's count, from those figures; None where the shard is
+    written as usual."""
     if task.keep_intermediate or reuse.checkpoint is not None or len(task.stages) != 1 \
             or len(batch_stages) != 1 or signals.checkpoint_stage is not None or signals.scores:
         return None
@@ -175,12 +171,10 @@ def _adopt(task: ShardTask, run_dir: RunDir, batch_stages: list[tuple[str, Any]]
     layout = stage.part_format() if isinstance(stage, Sink) else None
     part = Path(task.shard.path)
     if layout is None or name in reuse.skipped or part.parent.name != OUT \
-            or not part.is_relative_to(run_dir.root) or not task.shard.digest:
+            or not part.is_relative_to(run_dir.root):
         return None
-    figures = _part_figures(PartFormat.figures_path(part))
-    if figures is None or figures.get("part") != task.shard.digest \
-            or figures.get("layout") != layout.stamp()["layout"] \
-            or layout.laid_out(part) != figures.get("rows"):
+    figures = layout.described(part, task.shard.digest)
+    if figures is None:
         return None
     started, cpu = time.perf_counter(), _cpu_mark()
     ctx = ShardContext(run_dir.root, name, task.shard, pending)
@@ -194,18 +188,6 @@ def _adopt(task: ShardTask, run_dir: RunDir, batch_stages: list[tuple[str, Any]]
     count.seconds = time.perf_counter() - started
     _charge(count, stage, cpu, started)
     return count
-
-
-def _part_figures(path: Path) -> dict[str, Any] | None:
-    """The figures a removal wrote beside its part (``PartFormat.figures_path``), if they read
-    whole."""
-    try:
-        figures = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    whole = isinstance(figures, dict) and \
-        {"rows", "bytes", "lengths", "languages", "layout", "part"} <= figures.keys()
-    return figures if whole else None
 
 
 def with_source(table: pa.Table, source: str) -> pa.Table:
