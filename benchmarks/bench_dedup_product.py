@@ -377,10 +377,15 @@ def outside_the_stage(stats: dict) -> dict[str, float]:
     each shard segment from its first shard's start to its last shard's end."""
     spans: dict[str, list[float]] = {}
     for segment, start, end, *_ in stats.get("timeline", []):
-        span = spans.setdefault(f"segment {segment}", [start, end])
+        span = spans.setdefault(f"segment {segment}", [start, end, 0.0, 0])
         span[0], span[1] = min(span[0], start), max(span[1], end)
-    return {"cluster start": stats.get("executor_start_seconds", 0.0),
-            **{name: round(end - start, 2) for name, (start, end) in sorted(spans.items())}}
+        span[2], span[3] = span[2] + end - start, span[3] + 1
+    out = {"cluster start": stats.get("executor_start_seconds", 0.0)}
+    for name, (start, end, busy, tasks) in sorted(spans.items()):
+        out[name] = round(end - start, 2)
+        out[f"{name}: tasks, mean task s, tasks at once"] = [
+            tasks, round(busy / tasks, 3), round(busy / max(end - start, 1e-9), 1)]
+    return out
 
 
 def planted_joined(run: Path, clusters: Path) -> tuple[int, int]:
@@ -436,7 +441,8 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
     for r in runs:
         phases = ", ".join(f"{name} {p['seconds']:.2f} ({p['tasks']})"
                            for name, p in r["phases"].items())
-        outside = ", ".join(f"{name} {seconds:.2f}" for name, seconds in r["outside"].items())
+        outside = ", ".join(f"{name} {seconds:.2f}" if isinstance(seconds, float)
+                            else f"{name} {seconds}" for name, seconds in r["outside"].items())
         lines.append(f"- {r['device']}: {phases}; outside the stage: {outside}")
     by = {r["device"]: r for r in runs}
     cpu = by.get("cpu")

@@ -215,18 +215,20 @@ def clusters_whole(task: GraphTask, offsets: np.ndarray, label: np.ndarray,
     """The members and clusters phases for a graph solved in one task: each linked document's
     label (its component's smallest key) and id (read from its part) → the clusters, in the
     one bucket ``clusters/bucket-00000`` that the removal then reads."""
-    members = []
-    for part, path in enumerate(task.paths):
-        first = offsets[part]
-        rows = np.flatnonzero(linked[first:offsets[part + 1]])
-        if not len(rows):
-            continue
-        own = label[first + rows]
+    linked_rows = {part: rows for part in range(len(task.paths))
+                   if len(rows := np.flatnonzero(linked[offsets[part]:offsets[part + 1]]))}
+
+    def member_rows(part: int) -> pa.Table:
+        rows = linked_rows[part]
+        own = label[offsets[part] + rows]
         owner = np.searchsorted(offsets, own, side="right") - 1
-        ids = read_part(path, [ID]).column(ID).cast(pa.string()).take(pa.array(rows))
-        members.append(pa.table({
+        ids = read_part(task.paths[part], [ID]).column(ID).cast(pa.string()).take(pa.array(rows))
+        return pa.table({
             "label": (owner << np.int64(ROW_BITS)) | (own - offsets[owner]),
-            "part": np.full(len(rows), part, np.int32), "row": rows.astype(np.int64), ID: ids}))
+            "part": np.full(len(rows), part, np.int32), "row": rows.astype(np.int64), ID: ids})
+
+    with ThreadPoolExecutor(READ_THREADS) as pool:  # the ids of every part: reads in parallel
+        members = list(pool.map(member_rows, sorted(linked_rows)))
     table = pa.concat_tables(members) if members else None
     clusters = decide_clusters(table, len(task.paths),
                                Path(task.work) / "clusters" / "bucket-00000")
