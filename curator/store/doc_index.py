@@ -424,11 +424,12 @@ class _Spill:
         self.pending, self.held = [], 0
 
     def write_buckets(self, folder: Path, buckets: int, token: str) -> int:
-        """Every bucket file (empty ones too), each sorted by hash; returns the rows written."""
+        """Every bucket file (empty ones too), each sorted by hash, ``THREADS`` buckets at once
+        (Arrow's sort and writer release the GIL); returns the rows written."""
         tables = [pa.ipc.open_file(pa.memory_map(str(p))).read_all() for p in self.runs]
         bounds = [_bounds(t.column("hash").to_numpy(), buckets) for t in tables]
-        written = 0
-        for bucket in range(buckets):
+
+        def write(bucket: int) -> int:
             pieces = [t.slice(b[bucket], b[bucket + 1] - b[bucket])
                       for t, b in zip(tables, bounds, strict=True)]
             merged = pa.concat_tables(pieces) if pieces else SCHEMA.empty_table()
@@ -436,8 +437,10 @@ class _Spill:
             pq.write_table(merged.replace_schema_metadata({"build": token}),
                            folder / _bucket_name(bucket),
                            row_group_size=BUCKET_ROW_GROUP, compression="zstd")
-            written += merged.num_rows
-        return written
+            return merged.num_rows
+
+        with ThreadPoolExecutor(THREADS) as pool:
+            return sum(pool.map(write, range(buckets)))
 
 
 def _bounds(hashes: np.ndarray, buckets: int) -> np.ndarray:
