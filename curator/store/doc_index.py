@@ -235,9 +235,9 @@ def _build(run_dir: RunDir, spill_rows: int, rows_per_bucket: int, reuse: bool) 
     in), then remove the pieces. A file's rows come from the previous index or a piece that
     recorded it as it is now (size and mtime), else from its id and URL columns, read a row
     group at a time. Holds at most ``spill_rows`` index rows (plus a row group's) before sorting
-    them into a run file, then one bucket (about ``rows_per_bucket`` rows) at a time. Returns
-    facts: documents (id rows: a document in several files counts in each), files, files read
-    (covered by no piece nor the previous index), buckets, rows, spills, seconds."""
+    them into a run file, then ``THREADS`` buckets (about ``rows_per_bucket`` rows each) at a
+    time. Returns facts: documents (id rows: a document in several files counts in each), files,
+    files read (covered by no piece nor the previous index), buckets, rows, spills, seconds."""
     started = time.monotonic()
     root = run_dir.root
     for stale in [*root.glob(f"{INDEX}.tmp-*"), *root.glob(f"{INDEX}.old-*")]:
