@@ -38,6 +38,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -434,7 +435,7 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
              "tree sum peak MiB | GPU memory peak MiB | kept | removed |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
-        lines.append(f"| {r['device']} | {r['wall']:.1f} | {r['run_seconds']:.1f} | "
+        lines.append(f"| {r['label']} | {r['wall']:.1f} | {r['run_seconds']:.1f} | "
                      f"{r['stage_seconds']:.1f} | {_tbh(nbytes, r['stage_seconds']):.3f} | "
                      f"{_tbh(nbytes, r['wall']):.3f} | {r['driver_mb']:.0f} | "
                      f"{r['max_worker_mb']:.0f} ({r['workers_seen']}) | "
@@ -452,16 +453,15 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
                            for name, p in r["phases"].items())
         outside = ", ".join(f"{name} {seconds:.2f}" if isinstance(seconds, float)
                             else f"{name} {seconds}" for name, seconds in r["outside"].items())
-        lines.append(f"- {r['device']}: {phases}; outside the stage: {outside}; sync before "
+        lines.append(f"- {r['label']}: {phases}; outside the stage: {outside}; sync before "
                      f"the run {r['flushed_before_s']:.2f} s")
-    by = {r["device"]: r for r in runs}
-    cpu = by.get("cpu")
-    one = by.get("gpu-x1")
     for r in runs:
+        by = {other["device"]: other for other in runs if other["round"] == r["round"]}
+        cpu, one = by.get("cpu"), by.get("gpu-x1")
         if cpu is None or r is cpu:
             continue
         same = cpu["kept_ids"] == r["kept_ids"] and cpu["bytes_digest"] == r["bytes_digest"]
-        lines += ["", f"{r['device']} / cpu speed-up: stage "
+        lines += ["", f"{r['label']} / cpu speed-up: stage "
                   f"{cpu['stage_seconds'] / r['stage_seconds']:.2f}x, whole run "
                   f"{cpu['wall'] / r['wall']:.2f}x. Outputs identical (sorted kept ids and "
                   f"output bytes): {'yes' if same else 'NO'}."]
@@ -470,13 +470,37 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
             efficiency = f", {per_gpu / _tbh(nbytes, one['wall']):.0%} of one GPU's" if one \
                 else ""
             lines.append(f"Whole run per GPU: {per_gpu:.3f} TB/h on {gpus} GPU(s){efficiency}.")
+    lines += medians(runs)
     for r in runs:
-        lines.append(f"\n{r['device']}: kept ids xxh3-128 {r['kept_ids']}, output bytes "
+        lines.append(f"\n{r['label']}: kept ids xxh3-128 {r['kept_ids']}, output bytes "
                      f"xxh3-128 {r['bytes_digest']}, facts {json.dumps(r['facts'])}")
     if joined is not None:
         lines.append(f"\nPlanted near-duplicates in their original's cluster: {joined[0]:,} of "
                      f"{joined[1]:,} ({joined[0] / max(joined[1], 1):.1%}).")
     return "\n".join(lines) + "\n"
+
+
+def medians(runs: list[dict]) -> list[str]:
+    """With several rounds: each device's median whole run and stage, and the median's ratio to
+    the CPU run's median (rounds alternate the devices' order; single runs vary on a noisy
+    machine)."""
+    walls: dict[str, list[dict]] = {}
+    for r in runs:
+        walls.setdefault(r["device"], []).append(r)
+    if all(len(group) < 2 for group in walls.values()):
+        return []
+    median = {device: (statistics.median(r["wall"] for r in group),
+                       statistics.median(r["stage_seconds"] for r in group))
+              for device, group in walls.items()}
+    lines = ["", f"Medians over {max(len(g) for g in walls.values())} rounds (whole run s, every "
+             "round's in brackets; stage s):", ""]
+    for device, group in walls.items():
+        ratio = f"; whole run {median['cpu'][0] / median[device][0]:.2f}x the CPU run's" \
+            if "cpu" in median and device != "cpu" else ""
+        each = ", ".join(f"{r['wall']:.1f}" for r in group)
+        lines.append(f"- {device}: {median[device][0]:.1f} ({each}); stage "
+                     f"{median[device][1]:.1f}{ratio}")
+    return lines
 
 
 def main() -> None:
@@ -503,6 +527,9 @@ def main() -> None:
     ap.add_argument("--save-pool", type=Path, default=None,
                     help="only write the sentence pool to this pool.json.gz (a few MB) and stop")
     ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of the devices' runs, the order reversed every other round; "
+                    "the report adds each device's median")
     ap.add_argument("--no-warm", dest="warm", action="store_false",
                     help="time the first runs too (kernel compilation included)")
     args = ap.parse_args()
@@ -530,9 +557,13 @@ def main() -> None:
         print(f"warmed: the same runs on {tiny['docs']:,} documents first", flush=True)
     runs = []
     joined = None
-    for device in args.devices:
+    rounds = [(k + 1, device) for k in range(args.repeat)
+              for device in (args.devices if k % 2 == 0 else args.devices[::-1])]
+    for round_number, device in rounds:
         r = run_device(args.stage, device, parts, args.work, args.workers)
-        print(f"{device}: whole run {r['wall']:.1f} s, {args.stage}_dedup "
+        r["round"] = round_number
+        r["label"] = f"{device} #{round_number}" if args.repeat > 1 else device
+        print(f"{r['label']}: whole run {r['wall']:.1f} s, {args.stage}_dedup "
               f"{r['stage_seconds']:.1f} s ({_tbh(made['bytes'], r['stage_seconds']):.3f} TB/h), "
               f"tree peak {r['tree_mb']:.0f} MiB, largest process {r['max_process_mb']:.0f} MiB",
               flush=True)
@@ -542,7 +573,7 @@ def main() -> None:
         shutil.rmtree(r["out"])  # hashed and counted: the disk is needed for the next run
     text = report(args, made, runs, joined, command)
     harness.record(args.results, text, figures={
-        r["device"]: {k: v for k, v in r.items() if k != "out"} for r in runs})
+        r["label"]: {k: v for k, v in r.items() if k != "out"} for r in runs})
     print(text)
     digests = {(r["kept_ids"], r["bytes_digest"]) for r in runs}
     if len(digests) > 1:
