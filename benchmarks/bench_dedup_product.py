@@ -292,7 +292,7 @@ def device_env(device: str) -> dict[str, str]:
     if device.endswith(UNFUSED):  # the writer decodes and encodes the stage's parts again
         env["CURATOR_FUSE_WRITER"] = "0"
         device = device.removesuffix(UNFUSED)
-    if device == "cpu":
+    if device.startswith("cpu"):
         env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU worker in the CPU run's cluster
     elif device == "gpu2":
         env["CUDA_VISIBLE_DEVICES"] = "0,0"  # two GPU workers, one card
@@ -335,8 +335,8 @@ def gpu_count(device: str) -> int:
 def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
                    workers: int, options: str = "") -> None:
     """read_parquet → ``stage``_dedup (``options``: more of its YAML mapping) → write_parquet."""
-    processes = {"gpu2": ", processes: true", "gpu-processes": ", processes: true"}.get(
-        device.removesuffix(UNFUSED), "")
+    processes = ", processes: true" if device.removesuffix(UNFUSED) in (
+        "gpu2", "gpu-processes", "cpu-processes") else ""
     lines = [f"name: bench-{stage}-{device}", f"output: {out}",
              f"executor: {{type: dask, workers: {workers}{processes}}}", "stages:",
              f"  - {{type: read_parquet, path: \"{parts}/part-*.parquet\"}}",
@@ -352,7 +352,9 @@ def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -
     config = work / f"{stage}-{device}.yaml"
     write_pipeline(config, stage, device, parts, out, workers)
     flushed = flush_writes()
+    before, times = kernel_memory_counters(), os.times()
     wall, peaks = curate_run_sampled(config, device_env(device))
+    after, spent = kernel_memory_counters(), os.times()
     stats = json.loads((out / "stats.json").read_text())
     entry = next(s for s in stats["stages"] if s["type"] == f"{stage}_dedup")
     kept = pq.read_table(out / "write_parquet", columns=["id"]).column("id").to_pylist()
@@ -371,7 +373,27 @@ def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -
             "max_process_mb": max((mb for _, mb in peaks.per_process.values()), default=0),
             "max_worker_mb": max(workers_peak, default=0), "workers_seen": len(workers_peak),
             "tree_mb": peaks.tree, "device_mb": peaks.device, "out": out,
-            "outside": outside_the_stage(stats), "flushed_before_s": flushed}
+            "outside": outside_the_stage(stats), "flushed_before_s": flushed,
+            "cpu_user_s": round(spent.children_user - times.children_user, 1),
+            "cpu_system_s": round(spent.children_system - times.children_system, 1),
+            "kernel": {name: after[name] - before.get(name, 0) for name in after}}
+
+
+#: /proc/vmstat counters of the kernel's memory work: page faults, transparent huge pages
+#: faulted in (or not found), and direct compaction stalls (a thread that must gather free
+#: pages before its fault completes, CPU time that looks like work).
+KERNEL_COUNTERS = ("pgfault", "thp_fault_alloc", "thp_fault_fallback", "compact_stall",
+                   "compact_fail")
+
+
+def kernel_memory_counters() -> dict[str, int]:
+    """The machine's ``KERNEL_COUNTERS`` now (none where /proc/vmstat is missing)."""
+    try:
+        lines = Path("/proc/vmstat").read_text().splitlines()
+    except OSError:
+        return {}
+    values = dict(line.split() for line in lines if line.count(" ") == 1)
+    return {name: int(values[name]) for name in KERNEL_COUNTERS if name in values}
 
 
 def flush_writes() -> float:
@@ -453,8 +475,11 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
                            for name, p in r["phases"].items())
         outside = ", ".join(f"{name} {seconds:.2f}" if isinstance(seconds, float)
                             else f"{name} {seconds}" for name, seconds in r["outside"].items())
+        kernel = ", ".join(f"{name} {n:,}" for name, n in r.get("kernel", {}).items())
         lines.append(f"- {r['label']}: {phases}; outside the stage: {outside}; sync before "
-                     f"the run {r['flushed_before_s']:.2f} s")
+                     f"the run {r['flushed_before_s']:.2f} s; CPU s of the run's processes: user "
+                     f"{r.get('cpu_user_s')}, system {r.get('cpu_system_s')}; kernel during the "
+                     f"run: {kernel}")
     for r in runs:
         by = {other["device"]: other for other in runs if other["round"] == r["round"]}
         cpu, one = by.get("cpu"), by.get("gpu-x1")
@@ -508,11 +533,12 @@ def main() -> None:
     ap.add_argument("--gb", type=float, default=4.0, help="GB of text to generate")
     ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"],
                     choices=[f"{d}{u}" for u in ("", UNFUSED) for d in (
-                        "cpu", "gpu", "gpu2", "gpu-processes", "gpu-x1", "gpu-x2", "gpu-x4",
-                        "gpu-x8")],
+                        "cpu", "cpu-processes", "gpu", "gpu2", "gpu-processes", "gpu-x1", "gpu-x2",
+                        "gpu-x4", "gpu-x8")],
                     help="gpu: every visible GPU; gpu2: two GPU workers on card 0; "
-                    "gpu-processes: worker processes, one GPU worker a card; gpu-xN: the "
-                    f"first N cards; a name ending in {UNFUSED} runs with CURATOR_FUSE_WRITER=0 "
+                    "gpu-processes: worker processes, one GPU worker a card (cpu-processes: "
+                    "the CPU run on worker processes, not threads); gpu-xN: the first N cards; "
+                    f"a name ending in {UNFUSED} runs with CURATOR_FUSE_WRITER=0 "
                     "(the writer decodes and encodes the stage's parts again)")
     ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
