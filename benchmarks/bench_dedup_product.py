@@ -15,7 +15,9 @@
    run's cluster adds one GPU worker per device; ``gpu2`` is the GPU run with two GPU worker
    processes sharing device 0, ``CUDA_VISIBLE_DEVICES=0,0``, as a node's GPUs would be used;
    ``gpu-xN`` the run on the node's first N cards, for scaling over a node's GPUs: TB/h per GPU
-   and its share of one GPU's; a name ending in ``-unfused`` runs with
+   and its share of one GPU's; ``cpu-threads``, ``gpu-threads``, ``cpu-processes`` and
+   ``gpu-processes`` set the workers' kind (otherwise the product decides: threads up to 4
+   workers when every stage releases the GIL); a name ending in ``-unfused`` runs with
    ``CURATOR_FUSE_WRITER=0``), and records its wall time, the stage's seconds
    and per-phase times from stats.json, and the peak RSS of every process of the run's tree
    (sampled: driver, scheduler and workers; the largest process and the largest tree sum).
@@ -335,8 +337,9 @@ def gpu_count(device: str) -> int:
 def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
                    workers: int, options: str = "") -> None:
     """read_parquet → ``stage``_dedup (``options``: more of its YAML mapping) → write_parquet."""
-    processes = ", processes: true" if device.removesuffix(UNFUSED) in (
-        "gpu2", "gpu-processes", "cpu-processes") else ""
+    layout = device.removesuffix(UNFUSED)
+    processes = (", processes: true" if layout in ("gpu2", "gpu-processes", "cpu-processes")
+                 else ", processes: false" if layout.endswith("-threads") else "")
     lines = [f"name: bench-{stage}-{device}", f"output: {out}",
              f"executor: {{type: dask, workers: {workers}{processes}}}", "stages:",
              f"  - {{type: read_parquet, path: \"{parts}/part-*.parquet\"}}",
@@ -533,11 +536,13 @@ def main() -> None:
     ap.add_argument("--gb", type=float, default=4.0, help="GB of text to generate")
     ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"],
                     choices=[f"{d}{u}" for u in ("", UNFUSED) for d in (
-                        "cpu", "cpu-processes", "gpu", "gpu2", "gpu-processes", "gpu-x1", "gpu-x2",
-                        "gpu-x4", "gpu-x8")],
+                        "cpu", "cpu-processes", "cpu-threads", "gpu", "gpu2", "gpu-processes",
+                        "gpu-threads", "gpu-x1", "gpu-x2", "gpu-x4", "gpu-x8")],
                     help="gpu: every visible GPU; gpu2: two GPU workers on card 0; "
-                    "gpu-processes: worker processes, one GPU worker a card (cpu-processes: "
-                    "the CPU run on worker processes, not threads); gpu-xN: the first N cards; "
+                    "gpu-processes: worker processes, one GPU worker a card; cpu-processes, "
+                    "cpu-threads, gpu-threads: the run's workers as processes or threads "
+                    "(otherwise the product's default: threads up to 4 workers); gpu-xN: the "
+                    "first N cards; "
                     f"a name ending in {UNFUSED} runs with CURATOR_FUSE_WRITER=0 "
                     "(the writer decodes and encodes the stage's parts again)")
     ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")

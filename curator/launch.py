@@ -16,10 +16,12 @@ def start_early(args: list[str]) -> bool:
     """Start the fork server for ``curate run CONFIG ...`` when its workers will be local
     processes; False (nothing started) when in doubt."""
     if len(args) < 2 or args[0] != "run" or any(
-            a.split("=")[0] in _ELSEWHERE or a.startswith("executor.") for a in args):
+            a.split("=")[0] in _ELSEWHERE or a.startswith(("executor.", "--workers"))
+            for a in args):
         return False
     import yaml
 
+    from curator.runtime.cluster.threads import threads_suffice
     from curator.stages import BUILTIN, PRELOAD, RELEASE_GIL
 
     try:
@@ -30,9 +32,10 @@ def start_early(args: list[str]) -> bool:
                  and not executor.get("scheduler_file") and executor.get("processes") is not False)
         if not all(isinstance(t, str) for t in types):
             raise TypeError("a stage type that is not a name")
+        threads = executor.get("processes") is None and threads_suffice(executor.get("workers"))
     except Exception:  # unreadable, malformed or mistyped: the CLI says what is wrong
         return False
-    if not local or not set(types) - RELEASE_GIL:
+    if not local or (threads and not set(types) - RELEASE_GIL):
         return False
     from curator.runtime.cluster.fork_server import start_fork_server
 

@@ -28,7 +28,8 @@ class ExecutorConfig(BaseModel):
     scheduler_file: str | None = Field(None, description="Scheduler file of a running cluster.")
     processes: bool | None = Field(
         None, description="Local workers as processes (true) or threads (false); default: "
-        "threads when every stage releases the GIL, else one process per worker.")
+        "threads when every stage releases the GIL and there are at most 4 workers, else one "
+        "process per worker.")
 
 
 class PipelineModel(BaseModel):
@@ -201,7 +202,7 @@ class Segment:
         names = " → ".join(f"{name}({stage.type})" for name, stage in self.stages)
         unit = "one task per shard" if self.kind == "shard" else "barrier over all shards"
         gpu = " [GPU]" if self.resources().get("GPU") else ""
-        mode = " in threads" if self.kind == "shard" and not self.holds_gil() else ""
+        mode = " GIL-free" if self.kind == "shard" and not self.holds_gil() else ""
         return f"segment {self.index}: {names}  — {unit}{mode}{gpu}"
 
 

@@ -101,7 +101,8 @@ def test_printed_dashboard_address_answers_in_thread_mode(tmp_path):
     inputs.mkdir()
     os.mkfifo(inputs / "held.jsonl.gz")
     config = tmp_path / "p.yaml"
-    config.write_text(f"name: dash\noutput: {tmp_path / 'run'}\nstages:\n"
+    config.write_text(f"name: dash\noutput: {tmp_path / 'run'}\nexecutor: {{workers: 2}}\n"
+                      "stages:\n"
                       f"  - {{type: read_jsonl, path: '{inputs}/*.jsonl.gz'}}\n"
                       "  - {type: write_parquet}\n")
     proc = subprocess.Popen([sys.executable, "-m", "curator.cli", "run", str(config)], cwd=ROOT,

@@ -13,6 +13,7 @@ import pytest
 
 import curator
 from curator.runtime.cluster.executors import DaskExecutor, ExecutorPool
+from curator.runtime.cluster.threads import THREADS_UP_TO
 from curator.stages import BUILTIN_STAGES, BuiltinStage
 from curator.stages.base import stage_class
 from curator.stages.dedup.fuzzy import FuzzyDedup
@@ -65,6 +66,17 @@ def test_worker_processes_fork_with_the_preloaded_modules():
     assert out.stdout.strip().splitlines()[-1] == "[(True, True, False, '1s')]"
 
 
+@pytest.mark.parametrize("workers", [THREADS_UP_TO, THREADS_UP_TO + 1])
+def test_gil_free_segments_run_on_threads_only_on_a_small_cluster(workers):
+    with ExecutorPool("dask", workers, None, None, None) as pool:
+        small = workers <= THREADS_UP_TO
+        assert pool.runs_here(holds_gil=False) is small
+        assert pool.runs_here(holds_gil=True) is False
+        assert (pool.get(holds_gil=False) is pool.get(holds_gil=True)) is not small
+    with ExecutorPool("dask", THREADS_UP_TO + 1, None, None, False) as pool:
+        assert pool.runs_here(holds_gil=False)  # threads when the configuration says so
+
+
 def test_segments_that_release_the_gil_reuse_started_worker_processes():
     with ExecutorPool("dask", 1, None, None, None) as pool:
         processes = pool.get(holds_gil=True)
@@ -104,8 +116,17 @@ def test_curate_run_starts_the_fork_server_before_the_cli_loads(tmp_path):
         set(modules.split())
 
 
+GIL_FREE = "stages:\n  - {type: read_jsonl, path: x}\n  - {type: write_parquet}\n"
+
+
+def test_a_larger_cluster_starts_the_fork_server_for_a_pipeline_that_releases_the_gil(tmp_path):
+    yaml_text = f"executor: {{workers: {THREADS_UP_TO + 1}}}\n" + GIL_FREE
+    assert _early(tmp_path, yaml_text).startswith("True True")
+
+
 @pytest.mark.parametrize(("yaml_text", "options"), [
-    ("stages:\n  - {type: read_jsonl, path: x}\n  - {type: write_parquet}\n", ()),  # threads
+    (f"executor: {{workers: {THREADS_UP_TO}}}\n" + GIL_FREE, ()),  # threads
+    (GIL_FREE, ("--workers", "1")),  # in doubt
     (EXTRACT, ("--scheduler", "tcp://127.0.0.1:1")),  # joins a cluster
     (EXTRACT, ("--set", "executor.type=ray")),
     ("executor: {type: local}\n" + EXTRACT, ()),

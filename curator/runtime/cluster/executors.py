@@ -17,6 +17,7 @@ from typing import Any
 
 from curator.runtime.cluster.fork_server import start_fork_server
 from curator.runtime.cluster.main_guard import MAIN_GUARD_HINT, main_is_a_script
+from curator.runtime.cluster.threads import local_workers, threads_suffice
 from curator.runtime.errors import ExecutorError
 from curator.runtime.worker.progress import LOCAL_HANDLERS
 
@@ -211,7 +212,7 @@ class DaskExecutor(Executor):
             # A lost scheduler is reported in one line by ``map``, not by the client's retries.
             logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         else:
-            self.cluster = _start(local_cluster, workers or os.cpu_count() or 1, processes,
+            self.cluster = _start(local_cluster, local_workers(workers), processes,
                                   gpu_count(), preload or [])
             self.client = Client(self.cluster)
         log.info("%s", self.dashboard())
@@ -373,10 +374,11 @@ def _start(factory: Callable[..., Any], *args: Any) -> Any:
 
 
 class ExecutorPool:
-    """The executors of one run, one per worker kind, started on first use: segments whose
-    stages all release the GIL run on threads of one process until worker processes have been
-    started (then on those), the others on worker processes (``processes`` set: every segment
-    on that kind). A joined cluster serves every segment."""
+    """The executors of one run, one per worker kind, started on first use: on a local cluster
+    of a few workers (``threads_suffice``), segments whose stages all release the GIL run on
+    threads of one process until worker processes have been started (then on those), the others
+    on worker processes; a larger local cluster runs every segment on worker processes
+    (``processes`` set: every segment on that kind). A joined cluster serves every segment."""
 
     def __init__(self, kind: str, workers: int | None, scheduler: str | None,
                  scheduler_file: str | None, processes: bool | None,
@@ -396,7 +398,7 @@ class ExecutorPool:
         elif self.processes is not None:
             processes = self.processes
         else:  # worker processes, once started, serve the segments that release the GIL too
-            processes = holds_gil or True in self._started
+            processes = holds_gil or not threads_suffice(self.workers) or True in self._started
         if processes not in self._started:
             clock = time.perf_counter()
             executor = make_executor(self.kind, self.workers, self.scheduler,
@@ -414,8 +416,10 @@ class ExecutorPool:
         process: the local executor, or a cluster of threads started here."""
         if self.kind == "local":
             return True
-        return (self.kind == "dask" and not self.scheduler and not self.scheduler_file
-                and not self.processes and not holds_gil)
+        if self.kind != "dask" or self.scheduler or self.scheduler_file or holds_gil:
+            return False
+        return self.processes is False or (self.processes is None
+                                           and threads_suffice(self.workers))
 
     def offers(self, resource: str) -> bool:
         """Whether the cluster has workers with ``resource`` (GPU workers)."""
