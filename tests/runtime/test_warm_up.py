@@ -1,7 +1,8 @@
 """A stage's ``warm_up`` runs on a background thread of the process that runs its tasks, while
-the run goes on; where tasks run in worker processes it runs in the driver before the run
-(numba's on-disk cache then serves the workers), saying that it compiles and, every few seconds,
-how long it has been at it."""
+the run goes on; where tasks run in worker processes it runs on a background thread of the
+driver (numba's on-disk cache then serves the workers) while the segments before the stage's
+own run, and that segment waits for it; it says that it compiles and, every few seconds, how
+long it has been at it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import ClassVar
 import pyarrow as pa
 import pytest
 
-from curator import Pipeline, ReadJsonl, WriteParquet
+from curator import ExactDedup, Pipeline, ReadJsonl, WriteParquet
 from curator.batch import BatchResult
 from curator.pipeline import ExecutorConfig
 from curator.stages.base import BatchStage
@@ -66,9 +67,56 @@ def test_a_failing_warm_up_leaves_the_run_to_its_tasks(tmp_path):
     assert _run(tmp_path, "failing", "local", None, fail=True)["thread"] == "curator-warm-up"
 
 
-def test_warm_up_before_the_run_when_tasks_run_in_worker_processes(tmp_path):
+def test_warm_up_in_the_driver_when_tasks_run_in_worker_processes(tmp_path):
     seen = _run(tmp_path, "processes", "dask", True)
-    assert seen == {"pid": os.getpid(), "thread": threading.current_thread().name}
+    assert seen == {"pid": os.getpid(), "thread": "curator-warm-up"}
+
+
+class _Marking(BatchStage):
+    """Writes ``marker`` when its first batch comes (in a worker process)."""
+
+    type = "test_marking_stage"
+    marker: str
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        with open(self.marker, "a") as f:
+            f.write(f"{time.time()}\n")
+        return BatchResult(kept=batch)
+
+
+class _WaitingWarmUp(BatchStage):
+    """A warm-up that lasts until the segment before its stage's has begun (``marker``); its
+    stage notes when its batches come."""
+
+    type = "test_waiting_warm_up"
+    marker: str
+    note: str
+
+    def warm_up(self) -> None:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(self.marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with open(self.note, "w") as f:
+            json.dump({"saw_marker": os.path.exists(self.marker), "ended": time.time()}, f)
+
+    def process(self, batch: pa.Table) -> BatchResult:
+        with open(self.note + ".batches", "a") as f:
+            f.write(f"{time.time()}\n")
+        return BatchResult(kept=batch)
+
+
+def test_earlier_segments_run_while_the_driver_warms_a_later_stage(tmp_path):
+    write_shards(tmp_path / "in", 3)
+    marker, note = tmp_path / "segment-0-ran", tmp_path / "warm.json"
+    Pipeline([ReadJsonl(path=f"{tmp_path / 'in'}/*.jsonl"), _Marking(marker=str(marker)),
+              ExactDedup(), _WaitingWarmUp(marker=str(marker), note=str(note)), WriteParquet()],
+             executor=ExecutorConfig(processes=True)).run(
+        output=tmp_path / "run", executor="dask", workers=2, progress=False)
+    assert_accounting(tmp_path / "run")
+    warmed = json.loads(note.read_text())
+    assert warmed["saw_marker"]  # the first segment ran while the warm-up waited for it
+    batches = [float(t) for t in (tmp_path / "warm.json.batches").read_text().split()]
+    assert min(batches) >= warmed["ended"]  # the warmed stage's segment waited for it
 
 
 class _Compiling(BatchStage):

@@ -29,7 +29,7 @@ from curator.runtime.driver.run_lock import run_lock
 from curator.runtime.driver.run_log import run_log
 from curator.runtime.driver.schemas import unify_segment
 from curator.runtime.driver.stats import write_stats
-from curator.runtime.driver.warm_up import warm_up_before_run, warm_up_in_background
+from curator.runtime.driver.warm_up import WarmUpAhead, warm_up_in_background
 from curator.runtime.errors import CurationError
 from curator.runtime.worker.progress import ProgressReporter
 from curator.runtime.worker.shard_task import ShardTask
@@ -138,14 +138,17 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                       config.processes, imports, preload) as pool:
         gpus = pool.offers("GPU")
         stages = [stage for _, stage in pipeline.named_stages()]
+        ahead = None
         if pool.runs_here(any(stage.holds_gil for stage in stages)):
             warm_up_in_background([stage.for_cluster(gpus) for stage in stages])
         else:
-            warm_up_before_run([stage.for_cluster(gpus) for stage in stages])
+            ahead = WarmUpAhead([stage.for_cluster(gpus) for stage in stages])
         segments = [Segment(segment.index, segment.kind,
                             [(name, stage.for_cluster(gpus)) for name, stage in segment.stages])
                     for segment in plan.segments]
         for segment in segments:
+            if ahead is not None:
+                ahead.before([stage for _, stage in segment.stages])
             live.segment(segment.index)
             following = segments[segment.index + 1] if segment.index + 1 < len(segments) else None
             if segment.kind == "dataset":

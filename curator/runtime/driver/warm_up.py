@@ -1,6 +1,7 @@
 """Stages' ``warm_up``: on a background thread of the process that will run their tasks, or,
-where worker processes run them, in the driver before the run (numba's on-disk cache then
-serves the workers).
+where worker processes run them, on a background thread of the driver that the run waits for
+before the first segment holding a warmed stage (numba's on-disk cache then serves the workers,
+and earlier segments run meanwhile: the reader segment of a dedup run, say).
 
 A warm-up that has not ended after :data:`SLOW_S` is compiling kernels (numba's, the first run
 on a machine: on-disk caches serve every later run): it says so, then how long it has been at
@@ -59,9 +60,19 @@ def warm_up_in_background(stages: list[Stage]) -> threading.Thread:
     return thread
 
 
-def warm_up_before_run(stages: list[Stage]) -> None:
-    """Run the CPU stages' ``warm_up`` here and now, before worker processes need the kernels:
-    numba's on-disk cache, which they share, then serves them, and the first run's compiling
-    is said and charged to no stage. GPU stages are left to their workers (a CUDA context
-    here would hold the driver on a device)."""
-    _warm([stage for stage in stages if not stage.resources().get("GPU")])
+class WarmUpAhead:
+    """The CPU stages' ``warm_up`` running in the driver for worker processes: numba's on-disk
+    cache, which they share, then serves them, and the first run's compiling is said and charged
+    to no stage. GPU stages are left to their workers (a CUDA context here would hold the driver
+    on a device). ``before`` waits for it where a segment holds a stage it warms."""
+
+    def __init__(self, stages: list[Stage]) -> None:
+        warmed = [stage for stage in stages if not stage.resources().get("GPU")
+                  and type(stage).warm_up is not Stage.warm_up]
+        self.types = {stage.type for stage in warmed}
+        self.thread = warm_up_in_background(warmed) if warmed else None
+
+    def before(self, stages: list[Stage]) -> None:
+        """Return once the warm-up is over, if one of ``stages`` is a stage it warms."""
+        if self.thread is not None and any(stage.type in self.types for stage in stages):
+            self.thread.join()
