@@ -16,8 +16,7 @@ def start_early(args: list[str]) -> bool:
     """Start the fork server for ``curate run CONFIG ...`` when its workers will be local
     processes; False (nothing started) when in doubt."""
     if len(args) < 2 or args[0] != "run" or any(
-            a.split("=")[0] in _ELSEWHERE or a.startswith(("executor.", "--workers"))
-            for a in args):
+            a.split("=")[0] in _ELSEWHERE or a.startswith("executor.") for a in args):
         return False
     import yaml
 
@@ -32,7 +31,9 @@ def start_early(args: list[str]) -> bool:
                  and not executor.get("scheduler_file") and executor.get("processes") is not False)
         if not all(isinstance(t, str) for t in types):
             raise TypeError("a stage type that is not a name")
-        threads = executor.get("processes") is None and threads_suffice(executor.get("workers"))
+        workers = _option(args, "--workers") or executor.get("workers")
+        threads = executor.get("processes") is None and threads_suffice(
+            int(workers) if workers is not None else None)
     except Exception:  # unreadable, malformed or mistyped: the CLI says what is wrong
         return False
     if not local or (threads and not set(types) - RELEASE_GIL):
@@ -52,3 +53,13 @@ def main() -> None:
     from curator.cli import app
 
     app()
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """The value given to ``name`` (``--name V`` or ``--name=V``), if any."""
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None

@@ -119,14 +119,19 @@ def test_curate_run_starts_the_fork_server_before_the_cli_loads(tmp_path):
 GIL_FREE = "stages:\n  - {type: read_jsonl, path: x}\n  - {type: write_parquet}\n"
 
 
-def test_a_larger_cluster_starts_the_fork_server_for_a_pipeline_that_releases_the_gil(tmp_path):
-    yaml_text = f"executor: {{workers: {THREADS_UP_TO + 1}}}\n" + GIL_FREE
-    assert _early(tmp_path, yaml_text).startswith("True True")
+@pytest.mark.parametrize(("yaml_text", "options"), [
+    (f"executor: {{workers: {THREADS_UP_TO + 1}}}\n" + GIL_FREE, ()),
+    (GIL_FREE, ("--workers", str(THREADS_UP_TO + 1))),
+    ("executor: {workers: 1}\n" + GIL_FREE, (f"--workers={THREADS_UP_TO + 1}",)),
+])
+def test_a_larger_cluster_starts_the_fork_server_for_a_pipeline_that_releases_the_gil(
+        tmp_path, yaml_text, options):
+    assert _early(tmp_path, yaml_text, *options).startswith("True True")
 
 
 @pytest.mark.parametrize(("yaml_text", "options"), [
     (f"executor: {{workers: {THREADS_UP_TO}}}\n" + GIL_FREE, ()),  # threads
-    (GIL_FREE, ("--workers", "1")),  # in doubt
+    (f"executor: {{workers: {THREADS_UP_TO + 1}}}\n" + GIL_FREE, ("--workers", "1")),
     (EXTRACT, ("--scheduler", "tcp://127.0.0.1:1")),  # joins a cluster
     (EXTRACT, ("--set", "executor.type=ray")),
     ("executor: {type: local}\n" + EXTRACT, ()),
