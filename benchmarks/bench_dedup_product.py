@@ -225,6 +225,9 @@ class Peaks:
     per_process: dict[int, tuple[str, float]] = field(default_factory=dict)
     tree: float = 0.0
     device: float = 0.0  # the GPUs' memory in use, summed over cards (NVML; 0 without it)
+    #: Each process's user and system CPU seconds when last sampled (workers included, which
+    #: the run's own process does not wait for: ``os.times`` would miss them).
+    cpu: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def _device_used_mb() -> float | None:
@@ -279,8 +282,10 @@ def _sample(root: psutil.Process, peaks: Peaks, stop: threading.Event, interval:
             try:
                 rss = proc.memory_info().rss / 2**20
                 high = _high_water_mb(proc.pid)
+                times = proc.cpu_times()
             except (psutil.Error, OSError):
                 continue
+            peaks.cpu[proc.pid] = (times.user, times.system)
             total += rss
             role, best = peaks.per_process.get(proc.pid, (None, 0.0))
             peaks.per_process[proc.pid] = (role or _role(proc, root.pid), max(best, rss, high))
@@ -355,9 +360,9 @@ def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -
     config = work / f"{stage}-{device}.yaml"
     write_pipeline(config, stage, device, parts, out, workers)
     flushed = flush_writes()
-    before, times = kernel_memory_counters(), os.times()
+    before = kernel_memory_counters()
     wall, peaks = curate_run_sampled(config, device_env(device))
-    after, spent = kernel_memory_counters(), os.times()
+    after = kernel_memory_counters()
     stats = json.loads((out / "stats.json").read_text())
     entry = next(s for s in stats["stages"] if s["type"] == f"{stage}_dedup")
     kept = pq.read_table(out / "write_parquet", columns=["id"]).column("id").to_pylist()
@@ -377,8 +382,8 @@ def run_device(stage: str, device: str, parts: Path, work: Path, workers: int) -
             "max_worker_mb": max(workers_peak, default=0), "workers_seen": len(workers_peak),
             "tree_mb": peaks.tree, "device_mb": peaks.device, "out": out,
             "outside": outside_the_stage(stats), "flushed_before_s": flushed,
-            "cpu_user_s": round(spent.children_user - times.children_user, 1),
-            "cpu_system_s": round(spent.children_system - times.children_system, 1),
+            "cpu_user_s": round(sum(user for user, _ in peaks.cpu.values()), 1),
+            "cpu_system_s": round(sum(system for _, system in peaks.cpu.values()), 1),
             "kernel": {name: after[name] - before.get(name, 0) for name in after}}
 
 
@@ -480,8 +485,9 @@ def report(args: argparse.Namespace, made: dict, runs: list[dict], joined: tuple
                             else f"{name} {seconds}" for name, seconds in r["outside"].items())
         kernel = ", ".join(f"{name} {n:,}" for name, n in r.get("kernel", {}).items())
         lines.append(f"- {r['label']}: {phases}; outside the stage: {outside}; sync before "
-                     f"the run {r['flushed_before_s']:.2f} s; CPU s of the run's processes: user "
-                     f"{r.get('cpu_user_s')}, system {r.get('cpu_system_s')}; kernel during the "
+                     f"the run {r['flushed_before_s']:.2f} s; CPU s of the run's processes "
+                     f"(as last sampled, every 0.1 s): user {r.get('cpu_user_s')}, system "
+                     f"{r.get('cpu_system_s')}; kernel during the "
                      f"run: {kernel}")
     for r in runs:
         by = {other["device"]: other for other in runs if other["round"] == r["round"]}
