@@ -12,8 +12,10 @@
    /work/shared/corpus), else /work/shared/corpus.
 2. For each device runs the real CLI, ``python -m curator run`` (the stage's ``device`` set;
    the CPU run hides the GPUs, so its local cluster has ``--workers`` CPU workers only; the GPU
-   run's cluster adds one GPU worker per device; ``gpu2`` is the GPU run with two GPU worker
-   processes sharing device 0, ``CUDA_VISIBLE_DEVICES=0,0``, as a node's GPUs would be used;
+   run's cluster adds its GPU workers (see gpu-wN); ``gpu2`` is the GPU run with two GPU worker
+   processes sharing device 0, ``CUDA_VISIBLE_DEVICES=0,0`` (one worker each); ``gpu-wN`` the
+   GPU run with N GPU worker processes per card (``executor: {workers_per_gpu: N}``; ``gpu`` takes
+   the product's default);
    ``gpu-xN`` the run on the node's first N cards, for scaling over a node's GPUs: TB/h per GPU
    and its share of one GPU's; ``cpu-threads``, ``gpu-threads``, ``cpu-processes`` and
    ``gpu-processes`` set the workers' kind (otherwise the product decides: threads up to 4
@@ -343,8 +345,11 @@ def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
                    workers: int, options: str = "") -> None:
     """read_parquet → ``stage``_dedup (``options``: more of its YAML mapping) → write_parquet."""
     layout = device.removesuffix(UNFUSED)
+    per_gpu = re.fullmatch(r"gpu-w(\d+)", layout)
     processes = (", processes: true" if layout in ("gpu2", "gpu-processes", "cpu-processes")
                  else ", processes: false" if layout.endswith("-threads") else "")
+    processes += (", workers_per_gpu: 1" if layout == "gpu2"
+                  else f", workers_per_gpu: {per_gpu.group(1)}" if per_gpu else "")
     lines = [f"name: bench-{stage}-{device}", f"output: {out}",
              f"executor: {{type: dask, workers: {workers}{processes}}}", "stages:",
              f"  - {{type: read_parquet, path: \"{parts}/part-*.parquet\"}}",
@@ -543,12 +548,14 @@ def main() -> None:
     ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"],
                     choices=[f"{d}{u}" for u in ("", UNFUSED) for d in (
                         "cpu", "cpu-processes", "cpu-threads", "gpu", "gpu2", "gpu-processes",
-                        "gpu-threads", "gpu-x1", "gpu-x2", "gpu-x4", "gpu-x8")],
+                        "gpu-threads", "gpu-x1", "gpu-x2", "gpu-x4", "gpu-x8", "gpu-w1",
+                        "gpu-w2", "gpu-w4", "gpu-w8")],
                     help="gpu: every visible GPU; gpu2: two GPU workers on card 0; "
                     "gpu-processes: worker processes, one GPU worker a card; cpu-processes, "
                     "cpu-threads, gpu-threads: the run's workers as processes or threads "
                     "(otherwise the product's default: threads up to 4 workers); gpu-xN: the "
-                    "first N cards; "
+                    "first N cards; gpu-wN: N GPU worker processes per card (executor "
+                    "workers_per_gpu; gpu: the product's default); "
                     f"a name ending in {UNFUSED} runs with CURATOR_FUSE_WRITER=0 "
                     "(the writer decodes and encodes the stage's parts again)")
     ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")

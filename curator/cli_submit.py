@@ -62,7 +62,8 @@ def submit(
                        name=re.sub(r"[^A-Za-z0-9_.-]", "_", f"curate-{pipeline.name}")[:60],
                        gpu=needs_gpu(pipeline), modules=modules or [],
                        container=container.resolve() if container else None,
-                       binds=bind or [], cpu_workers=cpu_workers, interface=interface,
+                       binds=bind or [], cpu_workers=cpu_workers,
+                       workers_per_gpu=pipeline.executor.workers_per_gpu, interface=interface,
                        sets=set_ or [])
         script = script_path(spec.run_dir, system)
         if system == "tsubame4":

@@ -2,8 +2,9 @@
 
 The body starts the Dask scheduler on the first host (scheduler file in the run directory, on
 shared storage), one launcher per host (``mpirun``/``srun`` runs this same script with ``node``)
-that starts the GPU workers (one per GPU, ``GPU_TASKS`` threads and as much ``GPU`` resource: a GPU
-task asks for 1, so that many parts are in flight per card) and CPU workers
+that starts the GPU workers (``gpu_workers_per_device`` per GPU, as a local cluster does; each with
+``GPU_TASKS`` threads and as much ``GPU`` resource: a GPU task asks for 1, so that many parts are
+in flight per worker) and CPU workers
 (``CUDA_VISIBLE_DEVICES`` empty), each worker with one ``GIL`` (executors.GIL), then ``curate run
 --scheduler-file`` and tears the cluster down however the job ends. Rationale: docs/scale-out.md.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from curator.pipeline import PipelineModel
-from curator.runtime.cluster.executors import GPU_TASKS
+from curator.runtime.cluster.executors import GPU_TASKS, WORKERS_PER_GPU_UP_TO
 
 
 class SubmitError(ValueError):
@@ -39,6 +40,7 @@ class JobSpec:
     container: Path | None = None
     binds: list[str] = field(default_factory=list)  # extra Apptainer bind paths
     cpu_workers: int | None = None  # per host; default: the host's cores less its GPU workers
+    workers_per_gpu: int | None = None  # default: gpu_workers_per_device's rule, per host
     interface: str | None = None
     sets: list[str] = field(default_factory=list)
     python: str = sys.executable
@@ -98,6 +100,8 @@ def settings(spec: JobSpec, script: Path) -> str:
         f"CURATE_SETS=({sets})",
         f"GPU_WORKERS={'yes' if spec.gpu else 'no'}",
         f"GPU_TASKS={GPU_TASKS}",
+        f"WORKERS_PER_GPU={spec.workers_per_gpu or ''}",
+        f"WORKERS_PER_GPU_UP_TO={WORKERS_PER_GPU_UP_TO}",
         f"CPU_WORKERS={spec.cpu_workers or ''}",
         f"INTERFACE={_q(spec.interface or '')}",
     ])
@@ -145,32 +149,47 @@ worker() {  # dask worker with the options every worker shares
     "${IFACE_ARGS[@]}" "$@"
 }
 
+per_gpu() {  # GPU worker processes per card: as set, else one per GPU_TASKS cores a card has
+  local n=$WORKERS_PER_GPU
+  if [ -z "$n" ]; then
+    n=$(( $(nproc) / (GPU_TASKS * $1) ))
+    if [ "$n" -gt "$WORKERS_PER_GPU_UP_TO" ]; then n=$WORKERS_PER_GPU_UP_TO; fi
+    if [ "$n" -lt 1 ]; then n=1; fi
+  fi
+  echo "$n"
+}
+
 run_node() {  # on every host: GPU workers, CPU workers; until killed
-  local pids=() gpus=() cpus
+  local pids=() gpus=() cpus per=0 k
   exec 3>&2 >>"$RUN_DIR/jobs/workers-$JOB_KEY-$(hostname).log" 2>&1  # 3: the job's log
   if [ "$GPU_WORKERS" = yes ]; then mapfile -t gpus < <(gpu_ids); fi
   if [ "${#gpus[@]}" -gt 0 ]; then
-    if "${RUN_IN[@]}" "$PYTHON" -c 'import dask_cuda' 2>/dev/null; then
-      CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${gpus[*]}") "${RUN_IN[@]}" "$PYTHON" -m dask cuda \
-        worker --scheduler-file "$SCHEDULER_FILE" --local-directory "$NODE_SCRATCH" \
-        --nthreads "$GPU_TASKS" --resources "GPU=$GPU_TASKS GIL=1" --death-timeout 60 \
-        "${IFACE_ARGS[@]}" &
-      pids+=($!)
-    else
-      for g in "${gpus[@]}"; do
-        CUDA_VISIBLE_DEVICES=$g worker --nthreads "$GPU_TASKS" --resources "GPU=$GPU_TASKS GIL=1" &
+    per=$(per_gpu "${#gpus[@]}")
+    for (( k = 0; k < per; k++ )); do
+      if "${RUN_IN[@]}" "$PYTHON" -c 'import dask_cuda' 2>/dev/null; then
+        CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${gpus[*]}") "${RUN_IN[@]}" "$PYTHON" -m dask cuda \
+          worker --scheduler-file "$SCHEDULER_FILE" --local-directory "$NODE_SCRATCH" \
+          --nthreads "$GPU_TASKS" --resources "GPU=$GPU_TASKS GIL=1" --death-timeout 60 \
+          "${IFACE_ARGS[@]}" &
         pids+=($!)
-      done
-    fi
+      else
+        for g in "${gpus[@]}"; do
+          CUDA_VISIBLE_DEVICES=$g worker --nthreads "$GPU_TASKS" \
+            --resources "GPU=$GPU_TASKS GIL=1" &
+          pids+=($!)
+        done
+      fi
+    done
   fi
-  cpus=${CPU_WORKERS:-$(( $(nproc) - ${#gpus[@]} ))}
+  cpus=${CPU_WORKERS:-$(( $(nproc) - ${#gpus[@]} * per ))}
   if [ "$cpus" -lt 1 ]; then cpus=1; fi
   CUDA_VISIBLE_DEVICES="" OMP_NUM_THREADS=1 worker --nthreads 1 --nworkers "$cpus" \
     --resources GIL=1 &
   pids+=($!)
-  echo "$(( ${#gpus[@]} + cpus ))" > "$READY_DIR/.$(hostname)-$$"
+  echo "$(( ${#gpus[@]} * per + cpus ))" > "$READY_DIR/.$(hostname)-$$"
   mv "$READY_DIR/.$(hostname)-$$" "$READY_DIR/$(hostname)-$$"
-  log "$(hostname): ${#gpus[@]} GPU and $cpus CPU workers; scratch $NODE_SCRATCH" 2>&3
+  log "$(hostname): $(( ${#gpus[@]} * per )) GPU workers ($per a card) and $cpus CPU workers;" \
+    "scratch $NODE_SCRATCH" 2>&3
   trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM INT HUP USR1 USR2
   wait
   wait

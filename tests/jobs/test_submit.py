@@ -124,12 +124,14 @@ def reference(tmp: Path, config: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("system", ["tsubame4", "slurm"])
 def test_job_script_runs_the_pipeline_on_a_cluster_it_starts_and_stops(tmp_path, system):
     """TSUBAME4: a CPU-only pipeline (no GPU worker starts). Slurm: a stage that asks for a GPU,
-    with one GPU granted per host (CUDA_VISIBLE_DEVICES=0): a GPU worker and a CPU worker per
-    host, and the GPU stage runs only on the GPU workers."""
+    with one GPU granted per host (CUDA_VISIBLE_DEVICES=0) and two GPU workers per GPU
+    (``workers_per_gpu``): two GPU workers and a CPU worker per host, and the GPU stage runs
+    only on the GPU workers."""
     markers = tmp_path / "markers"
     gpu = system == "slurm"
     middle = f"  - {{type: test_gpu_probe, markers: {markers}}}\n" if gpu else ""
-    config = write_config(tmp_path, middle, head=f"imports: [{STAGES}]")
+    head = f"imports: [{STAGES}]" + ("\nexecutor: {workers_per_gpu: 2}" if gpu else "")
+    config = write_config(tmp_path, middle, head=head)
     want = reference(tmp_path, config)
     shutil.rmtree(markers, ignore_errors=True)
     script = submit(config, system)
@@ -140,7 +142,7 @@ def test_job_script_runs_the_pipeline_on_a_cluster_it_starts_and_stops(tmp_path,
         env["CUDA_VISIBLE_DEVICES"] = "0"
     text = finish_job(start_job(script, env, log), log)
     assert "exit 0" in text, text[-3000:]
-    assert ("cluster ready: 4 workers (2 GPU) on 2 hosts" if gpu else
+    assert ("cluster ready: 6 workers (4 GPU) on 2 hosts" if gpu else
             "cluster ready: 2 workers (0 GPU) on 2 hosts") in text, text[-3000:]
     assert results(tmp_path / "run") == want
     assert sum(1 for name in want if name.startswith("write_parquet/")) == 4

@@ -12,7 +12,13 @@ import textwrap
 import pytest
 
 import curator
-from curator.runtime.cluster.executors import DaskExecutor, ExecutorPool
+from curator.runtime.cluster.executors import (
+    GPU_TASKS,
+    WORKERS_PER_GPU_UP_TO,
+    DaskExecutor,
+    ExecutorPool,
+    gpu_workers_per_device,
+)
 from curator.runtime.cluster.threads import THREADS_UP_TO
 from curator.stages import BUILTIN_STAGES, BuiltinStage
 from curator.stages.base import stage_class
@@ -140,3 +146,28 @@ def test_a_larger_cluster_starts_the_fork_server_for_a_pipeline_that_releases_th
 def test_no_fork_server_where_the_run_has_no_local_worker_processes(tmp_path, yaml_text,
                                                                     options):
     assert _early(tmp_path, yaml_text, *options).startswith("False False")
+
+
+def _gpu_workers(pool: ExecutorPool) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` of each worker of the pool's cluster that offers ``GPU``."""
+    client = pool.get(holds_gil=True).client
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    gpu = [address for address, worker in info.items() if worker["resources"].get("GPU")]
+    seen = client.run(lambda: __import__("os").environ.get("CUDA_VISIBLE_DEVICES"),
+                      workers=gpu)
+    return sorted(seen.values())
+
+
+def test_each_card_gets_gpu_worker_processes_by_the_cpu_workers_it_has(monkeypatch):
+    # the host work of a GPU phase (reading, decoding, writing) runs in its workers'
+    # interpreters: one per GPU_TASKS CPU workers a card has, at most WORKERS_PER_GPU_UP_TO
+    assert [gpu_workers_per_device(cpus, 1) for cpus in (1, 4, 8, 16, 64)] == [
+        1, 1, 2, WORKERS_PER_GPU_UP_TO, WORKERS_PER_GPU_UP_TO]
+    assert gpu_workers_per_device(48 * 4, 4) == WORKERS_PER_GPU_UP_TO  # a TSUBAME4 node
+    assert gpu_workers_per_device(16, 1, asked=7) == 7
+    # a worker given a card this machine lacks still starts (it touches no GPU here)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    with ExecutorPool("dask", 2 * GPU_TASKS, None, None, True) as pool:
+        assert _gpu_workers(pool) == ["0", "0"]
+    with ExecutorPool("dask", 2, None, None, True, workers_per_gpu=3) as pool:
+        assert _gpu_workers(pool) == ["0", "0", "0"]

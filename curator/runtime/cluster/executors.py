@@ -45,6 +45,8 @@ GPU_TASKS = 4
 #: task at a time beside its GPU tasks, not GPU_TASKS of them sharing one interpreter (each then
 #: at a fraction of a core: a tail of several tasks' length at the end of a segment).
 GIL = "GIL"
+#: The most GPU worker processes the default puts on one card (``gpu_workers_per_device``).
+WORKERS_PER_GPU_UP_TO = 4
 
 
 def visible_gpus() -> list[str]:
@@ -59,6 +61,16 @@ def visible_gpus() -> list[str]:
 def gpu_count() -> int:
     """GPU workers this machine takes (0 without NVIDIA tools)."""
     return len(visible_gpus())
+
+
+def gpu_workers_per_device(cpu_workers: int, gpus: int, asked: int | None = None) -> int:
+    """GPU worker processes per card of a local cluster: ``asked``, else one per ``GPU_TASKS``
+    CPU workers a card has (at least 1, at most ``WORKERS_PER_GPU_UP_TO``): the host's share
+    of a GPU phase then runs on about as many interpreters as the other phases
+    (docs/dedup-scale.md, "GPU worker processes per card")."""
+    if asked is not None:
+        return asked
+    return max(1, min(WORKERS_PER_GPU_UP_TO, cpu_workers // (GPU_TASKS * max(1, gpus))))
 
 
 def _smi_gpus() -> int:
@@ -126,7 +138,8 @@ class LocalExecutor(Executor):
         LOCAL_HANDLERS.clear()
 
 
-def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None = None):
+def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None = None,
+                  workers_per_gpu: int | None = None):
     """A Dask cluster on this machine.
 
     Threads: one process with ``n`` threads (for pipelines whose stages release the GIL), each
@@ -136,6 +149,7 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
     BLAS's pools, plus one worker per GPU that alone advertises the ``GPU`` resource and sees
     only its own device, so GPU tasks never pile onto one card; CPU workers see no GPU. They
     fork from a server that has imported distributed, curator's task runner and ``preload``.
+    Each card gets ``gpu_workers_per_device`` such workers (``workers_per_gpu`` if given).
     """
     from multiprocessing import resource_tracker
 
@@ -149,8 +163,10 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
             return LocalCluster(n_workers=1, threads_per_worker=n, processes=False,
                                 dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL,
                                 resources={"GPU": n} if gpus else None)
+    per_card = gpu_workers_per_device(n, gpus, workers_per_gpu)
+    cards = visible_gpus()[:gpus]
     log.info("Dask LocalCluster: %d CPU worker processes%s", n,
-             f" and {gpus} GPU workers (one per device)" if gpus else "")
+             f" and {per_card * len(cards)} GPU workers ({per_card} per device)" if gpus else "")
     # Worker processes start with Ctrl-C blocked (the mask passes to the cluster's thread, which
     # spawns them) and ignore it once set up (worker_setup): the driver stops them itself.
     # Here, a Ctrl-C while the cluster starts waits until it has started. The resource tracker
@@ -173,8 +189,9 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
                 "preload": ["curator.runtime.cluster.worker_setup"]}}
 
         specs = {f"cpu-{i}": worker({**threads, "CUDA_VISIBLE_DEVICES": ""}) for i in range(n)}
-        specs.update({f"gpu-{i}": worker({**threads, "CUDA_VISIBLE_DEVICES": device}, GPU_TASKS)
-                      for i, device in enumerate(visible_gpus()[:gpus])})
+        specs.update({f"gpu-{i}-{k}": worker({**threads, "CUDA_VISIBLE_DEVICES": device},
+                                              GPU_TASKS)
+                      for i, device in enumerate(cards) for k in range(per_card)})
         # A nanny's "pre-spawn" variables would be set in this process (and stay): the
         # workers get theirs through ``env``, the driver keeps its own (torch threads).
         with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver",
@@ -195,7 +212,7 @@ class DaskExecutor(Executor):
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None,
                  scheduler_file: str | None = None, processes: bool = True,
-                 preload: list[str] | None = None) -> None:
+                 preload: list[str] | None = None, workers_per_gpu: int | None = None) -> None:
         from distributed import Client
 
         self.cluster = None
@@ -213,7 +230,7 @@ class DaskExecutor(Executor):
             logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
         else:
             self.cluster = _start(local_cluster, local_workers(workers), processes,
-                                  gpu_count(), preload or [])
+                                  gpu_count(), preload or [], workers_per_gpu)
             self.client = Client(self.cluster)
         log.info("%s", self.dashboard())
 
@@ -343,7 +360,8 @@ def _with_imports(imports: list[str], fn: Callable[[Any], Any], task: bytes) -> 
 def make_executor(kind: str, workers: int | None = None, scheduler: str | None = None,
                   scheduler_file: str | None = None, processes: bool = True,
                   preload: list[str] | None = None,
-                  imports: list[str] | None = None) -> Executor:
+                  imports: list[str] | None = None,
+                  workers_per_gpu: int | None = None) -> Executor:
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1; got {workers}")
     if kind == "local":
@@ -351,7 +369,8 @@ def make_executor(kind: str, workers: int | None = None, scheduler: str | None =
     if kind == "ray":
         return RayExecutor(workers, scheduler, imports)
     if kind == "dask":
-        return DaskExecutor(workers, scheduler, scheduler_file, processes, preload)
+        return DaskExecutor(workers, scheduler, scheduler_file, processes, preload,
+                            workers_per_gpu)
     raise ValueError(f"unknown executor {kind!r}; expected local, dask or ray")
 
 
@@ -382,8 +401,10 @@ class ExecutorPool:
 
     def __init__(self, kind: str, workers: int | None, scheduler: str | None,
                  scheduler_file: str | None, processes: bool | None,
-                 imports: list[str] | None = None, preload: list[str] | None = None) -> None:
+                 imports: list[str] | None = None, preload: list[str] | None = None,
+                 workers_per_gpu: int | None = None) -> None:
         self.kind, self.workers, self.processes = kind, workers, processes
+        self.workers_per_gpu = workers_per_gpu
         self.preload = preload or []
         self.scheduler, self.scheduler_file = scheduler, scheduler_file
         self.imports = imports or []
@@ -402,7 +423,8 @@ class ExecutorPool:
         if processes not in self._started:
             clock = time.perf_counter()
             executor = make_executor(self.kind, self.workers, self.scheduler,
-                                     self.scheduler_file, processes, self.preload, self.imports)
+                                     self.scheduler_file, processes, self.preload, self.imports,
+                                     self.workers_per_gpu)
             if self.imports and isinstance(executor, DaskExecutor):
                 from curator.runtime.cluster.worker_imports import import_on_cluster
 

@@ -135,7 +135,7 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
     preload = sorted({m for _, stage in pipeline.named_stages() for m in stage.preload()})
     with ExecutorPool(executor or config.type, config.workers if workers is None else workers,
                       scheduler or config.scheduler, scheduler_file or config.scheduler_file,
-                      config.processes, imports, preload) as pool:
+                      config.processes, imports, preload, config.workers_per_gpu) as pool:
         gpus = pool.offers("GPU")
         stages = [stage for _, stage in pipeline.named_stages()]
         ahead = None
