@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from curator.kernels import doc_hash_gpu
+from curator.kernels.doc_hash_gpu import doc_hashes_gpu
 
 
 def documents(n: int) -> pa.Array:
@@ -29,7 +29,7 @@ def main() -> None:
     for n in (2, 2, 2_000, 2_000, 16_384, 16_384, 60_000, 60_000):
         text = documents(n)
         started = time.perf_counter()
-        doc_hash_gpu._hashes(text, normalise=True)
+        doc_hashes_gpu(text, normalise=True)
         took = time.perf_counter() - started
         files = sum(1 for p in cache.rglob("*") if p.is_file()) if cache.exists() else 0
         print(f"{n:>7,} documents: {took:7.3f} s; {files} kernel files cached")

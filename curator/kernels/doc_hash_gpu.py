@@ -10,7 +10,6 @@ CuPy is imported lazily: importing this module never needs a GPU.
 
 from __future__ import annotations
 
-import threading
 from functools import cache
 from typing import Any
 
@@ -22,11 +21,6 @@ from curator.kernels.host_staging import to_device
 from curator.kernels.shingles import string_buffers
 
 BLOCK = 256
-#: Documents of the input every kernel of a call is first run on, once per process: a dedup
-#: part's order of size, so that CuPy's size-dependent kernels are the ones the parts meet.
-WARM_DOCS = 1 << 14
-_warm_lock = threading.Lock()
-_warmed: set[bool] = set()  # the ``normalise`` values warmed in this process
 
 #: The hash (``xxh3_128``) and the kernel; ``HD`` is ``__host__ __device__`` under nvcc.
 SOURCE = r"""
@@ -233,28 +227,6 @@ def doc_hashes_gpu(text: pa.Array | pa.ChunkedArray,
     """``doc_hash.doc_hashes`` on the GPU: the host Arrow buffers are copied over once. With
     ``normalise``, of ``exact.normalise_text(text)``, normalised on the device
     (``normalise_gpu``); None when a document is not valid UTF-8 (normalise on the CPU then)."""
-    _warm_once(normalise)
-    return _hashes(text, normalise)
-
-
-def _warm_once(normalise: bool) -> None:
-    """Compile or load every kernel a call runs, once per process and under a lock, on
-    ``WARM_DOCS`` documents of mixed scripts and lengths: the first tasks of a process then wait
-    for one compile instead of each thread compiling the same kernels at once
-    (docs/dedup-scale.md, "The first exact run on a fresh machine")."""
-    if normalise in _warmed:
-        return
-    with _warm_lock:
-        if normalise not in _warmed:
-            words = ["Warm", "UP", "the", "kernels", "東京", "ÉtÉ", "\t", "  "]
-            docs = [" ".join(words[(i + k) % len(words)] for k in range(i % 97))
-                    for i in range(WARM_DOCS)]
-            _hashes(pa.array(docs), normalise)
-            _warmed.add(normalise)
-
-
-def _hashes(text: pa.Array | pa.ChunkedArray, normalise: bool
-            ) -> tuple[np.ndarray, np.ndarray] | None:
     cp = _cupy()
     chunks = text.chunks if isinstance(text, pa.ChunkedArray) else [text]
     highs, lows = [], []
