@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import harness
@@ -430,7 +431,24 @@ def outside_the_stage(stats: dict) -> dict[str, float]:
         out[name] = round(end - start, 2)
         out[f"{name}: tasks, mean task s, tasks at once"] = [
             tasks, round(busy / tasks, 3), round(busy / max(end - start, 1e-9), 1)]
+    out["gaps"] = run_gaps(stats, spans)
     return out
+
+
+def run_gaps(stats: dict, spans: dict[str, list[float]]) -> dict[str, float]:
+    """The run's seconds in no segment and no phase of the stage (stats.json's clocks): before
+    the first segment (the cluster's start among them), between the reader segment and the
+    stage's first phase, between its phases, between its last phase and the writer segment, and
+    from there to the run's end (finalize, stats; the cluster's stop)."""
+    phases = sorted((start, end) for *_, start, end in stats.get("phase_timeline", []))
+    segments = sorted((start, end) for start, end, *_ in spans.values())
+    if not phases or len(segments) < 2:
+        return {}
+    return {"before segment 0": round(segments[0][0], 2),
+            "reader to stage": round(phases[0][0] - segments[0][1], 2),
+            "between phases": round(sum(b[0] - a[1] for a, b in pairwise(phases)), 2),
+            "stage to writer": round(segments[-1][0] - phases[-1][1], 2),
+            "after the writer": round(stats.get("seconds", 0.0) - segments[-1][1], 2)}
 
 
 def planted_joined(run: Path, clusters: Path) -> tuple[int, int]:
