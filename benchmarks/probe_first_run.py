@@ -1,7 +1,9 @@
 """What a first GPU exact-dedup call costs on a fresh machine, by input size: in a process of its
 own with an empty CuPy kernel cache (``CUPY_CACHE_DIR``), the hash (normalise + XXH3-128 on the
 device) of N synthetic documents for growing N, each size twice, and the kernel files cached
-after each call. Shows whether a kernel is first compiled at some size above a tiny warm-up's.
+after each call. Shows whether a kernel is first compiled at some size above a tiny warm-up's:
+on one H100 (session 24) the calls compiled at 2 documents (3.89 s) and 2,000 (3.58 s), at no size
+above (results_dedup_product_h200.md).
 
     CUPY_CACHE_DIR=$(mktemp -d) python benchmarks/probe_first_run.py
 """
