@@ -116,3 +116,35 @@ def test_only_a_part_its_removal_wrote_for_the_writer_is_published_as_it_is(tmp_
     _run(config, fused, True, monkeypatch)
     assert published(fused).keys() == published(plain).keys()
     assert all(published(fused)[n] == b for n, b in published(plain).items() if n != "stats.json")
+
+
+def test_the_index_waits_for_the_run_end_when_the_writer_adopts_the_parts(tmp_path, monkeypatch):
+    """The writer after a fused removal only links its parts, and the run's end builds the
+    document index a moment later: the driver merges no index pieces between them (at 8 GB that
+    merge held the writer back ~1 s); unfused, the writer's segment is a full pass and the merge
+    comes first. Either way the index finds every published document."""
+    from curator import ExactDedup, Pipeline, ReadJsonl, WriteParquet
+    from curator.runtime.driver import runner
+    from curator.store.doc_index import lookup
+    from curator.store.run_dir import RunDir
+
+    inputs = killing.write_inputs(tmp_path / "in", 6, copies=3)
+    before_the_writer = []
+    merge = runner.merge_pieces_if_many
+
+    def spy(run_dir, many=0):  # every call merges (``many`` 0), and notes whether the writer ran
+        before_the_writer.append(not (run_dir.root / "write_parquet").exists())
+        return merge(run_dir, many)
+
+    monkeypatch.setattr(runner, "merge_pieces_if_many", spy)
+    merges = {}
+    for fuse in (True, False):
+        monkeypatch.setenv(FUSE_WRITER, "1" if fuse else "0")
+        before_the_writer.clear()
+        out = tmp_path / f"run-{fuse}"
+        Pipeline([ReadJsonl(path=f"{inputs}/*.jsonl"), ExactDedup(buckets=4), WriteParquet()]
+                 ).run(output=out, executor="local", progress=False)
+        merges[fuse] = sum(before_the_writer)
+        kept = pq.read_table(out / "write_parquet", columns=["id"]).column("id").to_pylist()
+        assert kept and all(lookup(RunDir(out), doc, "id", settled=True) for doc in kept)
+    assert merges[False] == merges[True] + 1

@@ -153,15 +153,16 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
             following = segments[segment.index + 1] if segment.index + 1 < len(segments) else None
             if segment.kind == "dataset":
                 fused = following is not None and following.index == len(segments) - 1
+                adopted = writer_format(following) if fused else None
                 count, shards, spans = _run_dataset(pool, segment, following, shards, run_dir,
-                                                    pipeline, keys, reporter,
-                                                    writer_format(following) if fused else None)
+                                                    pipeline, keys, reporter, adopted)
                 phase_timeline += [[segment.index, segment.stages[0][0], phase,
                                     round(start - started, 3), round(end - started, 3)]
                                    for phase, start, end in spans]
                 dataset_counts[segment.index] = count
                 reuse[f"segment-{segment.index:02d}"] = _phase_reuse(count)
-                merge_pieces_if_many(run_dir)
+                if adopted is None:  # else the writer only adopts its parts, and the run's
+                    merge_pieces_if_many(run_dir)  # end builds the index a moment later
                 continue
             ex = pool.get(segment.holds_gil())
             run = _SegmentRun(ex, segment, run_dir, pipeline, keys, following is not None,
