@@ -31,10 +31,11 @@ class ExecutorConfig(BaseModel):
         "threads when every stage releases the GIL and there are at most 4 workers, else one "
         "process per worker.")
     workers_per_gpu: int | None = Field(
-        None, gt=0, description="GPU worker processes a local cluster starts per GPU (default: "
-        "one per 4 of its CPU workers a GPU has, at most 4). A GPU task's reading, decoding "
-        "and writing run on the host in its worker's interpreter, so one process per card "
-        "leaves the card waiting on one GIL while the CPU workers idle.")
+        None, gt=0, description="GPU worker processes a local cluster or a batch job (`curate "
+        "submit`) starts per GPU (default: one per 4 of its CPU workers a GPU has, at most "
+        "4). A GPU task's reading, decoding and writing run on the host in its worker's "
+        "interpreter, so one process per card leaves the card waiting on one GIL while the "
+        "CPU workers idle.")
 
 
 class PipelineModel(BaseModel):

@@ -149,10 +149,10 @@ worker() {  # dask worker with the options every worker shares
     "${IFACE_ARGS[@]}" "$@"
 }
 
-per_gpu() {  # GPU worker processes per card: as set, else one per GPU_TASKS cores a card has
-  local n=$WORKERS_PER_GPU
+per_gpu() {  # GPU worker processes per card: as set, else one per GPU_TASKS CPU workers a card
+  local n=$WORKERS_PER_GPU  # has (CPU_WORKERS, else the host's cores), as a local cluster does
   if [ -z "$n" ]; then
-    n=$(( $(nproc) / (GPU_TASKS * $1) ))
+    n=$(( ${CPU_WORKERS:-$(nproc)} / (GPU_TASKS * $1) ))
     if [ "$n" -gt "$WORKERS_PER_GPU_UP_TO" ]; then n=$WORKERS_PER_GPU_UP_TO; fi
     if [ "$n" -lt 1 ]; then n=1; fi
   fi
@@ -160,13 +160,14 @@ per_gpu() {  # GPU worker processes per card: as set, else one per GPU_TASKS cor
 }
 
 run_node() {  # on every host: GPU workers, CPU workers; until killed
-  local pids=() gpus=() cpus per=0 k
+  local pids=() gpus=() cpus per=0 k dask_cuda=no
   exec 3>&2 >>"$RUN_DIR/jobs/workers-$JOB_KEY-$(hostname).log" 2>&1  # 3: the job's log
   if [ "$GPU_WORKERS" = yes ]; then mapfile -t gpus < <(gpu_ids); fi
   if [ "${#gpus[@]}" -gt 0 ]; then
     per=$(per_gpu "${#gpus[@]}")
+    if "${RUN_IN[@]}" "$PYTHON" -c 'import dask_cuda' 2>/dev/null; then dask_cuda=yes; fi
     for (( k = 0; k < per; k++ )); do
-      if "${RUN_IN[@]}" "$PYTHON" -c 'import dask_cuda' 2>/dev/null; then
+      if [ "$dask_cuda" = yes ]; then
         CUDA_VISIBLE_DEVICES=$(IFS=,; echo "${gpus[*]}") "${RUN_IN[@]}" "$PYTHON" -m dask cuda \
           worker --scheduler-file "$SCHEDULER_FILE" --local-directory "$NODE_SCRATCH" \
           --nthreads "$GPU_TASKS" --resources "GPU=$GPU_TASKS GIL=1" --death-timeout 60 \

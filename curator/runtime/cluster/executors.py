@@ -64,7 +64,8 @@ def gpu_count() -> int:
 
 
 def gpu_workers_per_device(cpu_workers: int, gpus: int, asked: int | None = None) -> int:
-    """GPU worker processes per card of a local cluster: ``asked``, else one per ``GPU_TASKS``
+    """GPU worker processes per card of a local cluster (a batch job's script applies the same
+    rule): ``asked``, else one per ``GPU_TASKS``
     CPU workers a card has (at least 1, at most ``WORKERS_PER_GPU_UP_TO``): the host's share
     of a GPU phase then runs on about as many interpreters as the other phases
     (docs/dedup-scale.md, "GPU worker processes per card")."""
@@ -146,10 +147,10 @@ def local_cluster(n: int, processes: bool, gpus: int, preload: list[str] | None 
     of which may run a GPU task (on device 0, when there are GPUs): the work around a GPU kernel
     (reading, writing, splitting) is most of a GPU task, and these threads share the cores.
     Processes: ``n`` CPU workers on loopback, each with its share of the cores for Arrow's and
-    BLAS's pools, plus one worker per GPU that alone advertises the ``GPU`` resource and sees
-    only its own device, so GPU tasks never pile onto one card; CPU workers see no GPU. They
-    fork from a server that has imported distributed, curator's task runner and ``preload``.
-    Each card gets ``gpu_workers_per_device`` such workers (``workers_per_gpu`` if given).
+    BLAS's pools, plus ``gpu_workers_per_device`` workers per GPU (``workers_per_gpu`` if
+    given) that alone advertise the ``GPU`` resource and each see only their own device, so GPU
+    tasks never pile onto one card; CPU workers see no GPU. They fork from a server that has
+    imported distributed, curator's task runner and ``preload``.
     """
     from multiprocessing import resource_tracker
 
