@@ -108,11 +108,12 @@ extern "C" __global__ void normalised_lengths(
         const u8* __restrict__ data, long long base, const long long* __restrict__ starts,
         const long long* __restrict__ ends, long long n, const unsigned* __restrict__ lower,
         unsigned n_lower, const u8* __restrict__ space, unsigned n_space,
-        long long* __restrict__ lengths) {
+        long long* __restrict__ lengths, int* __restrict__ invalid) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     lengths[i] = normalise_doc(data + (starts[i] - base), ends[i] - starts[i], lower, n_lower,
                                space, n_space, 0, 0);
+    if (lengths[i] < 0) *invalid = 1;  // every writer writes 1: no atomic needed
 }
 
 extern "C" __global__ void normalised_bytes(
@@ -208,9 +209,12 @@ def normalise_device(data: Any, starts: Any, ends: Any, base: int = 0
                                                np.uint32(len(tables.space)))
     lengths_kernel, bytes_kernel = _kernels()
     lengths = cp.empty(n, cp.int64)
+    # the kernel flags a document that is not UTF-8 itself: CuPy's ``any`` would compile CUB
+    # kernels for each block size it picks from n, on a machine's first real-sized calls
+    invalid = cp.zeros(1, cp.int32)
     if n:
-        lengths_kernel(grid, (BLOCK,), (*args, lengths))
-    if n and bool((lengths < 0).any()):
+        lengths_kernel(grid, (BLOCK,), (*args, lengths, invalid))
+    if int(invalid[0]):
         return None
     ends_out = cp.cumsum(lengths) if n else lengths
     starts_out = ends_out - lengths
