@@ -1,6 +1,7 @@
 """band_rows: a part's band hashes as shuffle rows (band, hash, row), equal to tiling the rows
 the straightforward way; the ShuffleDir they are written to hands out any bucket of any bucket
-count as the rows whose hash falls in its range, every row once."""
+count as the rows whose hash falls in its range, every row once, one bucket at a time or a
+part's every bucket at once; its sort is NumPy's stable sort, in less time."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from curator.commit import Commit
-from curator.io.shuffle import ShuffleDir, bucket_bounds
+from curator.io.shuffle import ShuffleDir, bucket_bounds, stable_order
 from curator.stages.dedup.fuzzy.signatures import band_rows
 
 
@@ -55,3 +56,28 @@ def test_any_bucket_count_reads_every_row_once_in_its_range(tmp_path, buckets):
     assert together.num_rows == table.num_rows
     key = [("hash", "ascending"), ("row", "ascending"), ("band", "ascending")]
     assert together.sort_by(key).equals(table.sort_by(key))
+
+
+@pytest.mark.parametrize("buckets", [1, 7, 3000])
+def test_a_part_split_into_every_bucket_is_each_bucket_read_alone(tmp_path, buckets):
+    bands, empty_row = _bands(2000, 5, [3])
+    shuffle, commit = ShuffleDir(tmp_path, "hash"), Commit()
+    shuffle.write("part-a", pa.table(band_rows(bands, empty_row).columns), commit)
+    shuffle.write("part-empty", pa.table(band_rows(bands[:0], empty_row).columns), commit)
+    commit.publish()
+    for part in ("part-a", "part-empty"):
+        split = shuffle.read_split(part, buckets)
+        assert len(split) == buckets
+        assert all(split[b].equals(shuffle.read(part, b, buckets)) for b in range(buckets))
+
+
+@pytest.mark.parametrize("kind", ["distinct", "ties", "all-equal", "sorted", "reversed"])
+@pytest.mark.parametrize("n", [0, 1, 2, 1000, 100_000])
+def test_the_shuffle_sort_is_numpys_stable_sort(kind, n):
+    rng = np.random.default_rng(n)
+    values = {"distinct": rng.integers(0, 2**63, n, dtype=np.int64).view(np.uint64),
+              "ties": rng.integers(0, max(1, n // 10), n).astype(np.uint64) << np.uint64(40),
+              "all-equal": np.full(n, 2**64 - 1, np.uint64),
+              "sorted": np.arange(n, dtype=np.uint64) // np.uint64(3),
+              "reversed": np.arange(n, 0, -1).astype(np.uint64) // np.uint64(3)}[kind]
+    assert np.array_equal(stable_order(values), np.argsort(values, kind="stable"))

@@ -113,6 +113,10 @@ class Executor:
         """How many machines (nodes) the workers run on: this one by default."""
         return 1
 
+    def make_gpu_contexts(self) -> None:
+        """Have the GPU workers make their CUDA contexts now, ahead of their first tasks (none
+        by default: where tasks run in this process, the stages' ``warm_up`` does it)."""
+
     def close(self) -> None:
         """Release the workers this executor started."""
 
@@ -284,6 +288,15 @@ class DaskExecutor(Executor):
         workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
         return any(w.get("resources", {}).get(resource, 0) > 0 for w in workers)
 
+    def make_gpu_contexts(self) -> None:
+        from curator.runtime.cluster.gpu_context import start_context_thread
+
+        workers = [address for address, w in
+                   self.client.scheduler_info(n_workers=-1)["workers"].items()
+                   if w.get("resources", {}).get("GPU", 0) > 0]
+        if workers:
+            self.client.run(start_context_thread, workers=workers, on_error="ignore")
+
     def _check_resources(self, resources: dict[str, float]) -> dict[str, float]:
         """The resources to ask for: ``GIL`` only where it matters (some worker runs several
         threads) and every worker offers it; refuse at once (instead of waiting forever) when
@@ -411,6 +424,7 @@ class ExecutorPool:
         self.imports = imports or []
         self._started: dict[bool, Executor] = {}
         self.start_seconds = 0.0  # spent starting clusters (shown in stats.json)
+        self.gpu_contexts = False  # GPU workers make their CUDA contexts as they start
 
     def get(self, holds_gil: bool) -> Executor:
         """The executor for work that holds (or releases) the GIL."""
@@ -430,6 +444,8 @@ class ExecutorPool:
                 from curator.runtime.cluster.worker_imports import import_on_cluster
 
                 import_on_cluster(executor.client, self.imports)
+            if self.gpu_contexts:
+                executor.make_gpu_contexts()
             self._started[processes] = executor
             self.start_seconds += time.perf_counter() - clock
         return self._started[processes]
@@ -449,6 +465,13 @@ class ExecutorPool:
         if self.kind == "dask" and (self.scheduler or self.scheduler_file):
             return self.get(True).offers(resource)
         return resource == "GPU" and gpu_count() > 0
+
+    def make_gpu_contexts(self) -> None:
+        """Have every GPU worker make its CUDA context ahead of its first task: the workers of
+        executors already started now, those of executors started later as they start."""
+        self.gpu_contexts = True
+        for executor in self._started.values():
+            executor.make_gpu_contexts()
 
     def hosts(self) -> int:
         """How many machines the run's workers ran on (1 before any executor started)."""

@@ -138,6 +138,8 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                       config.processes, imports, preload, config.workers_per_gpu) as pool:
         gpus = pool.offers("GPU")
         stages = [stage for _, stage in pipeline.named_stages()]
+        if any(stage.for_cluster(gpus).resources().get("GPU") for stage in stages):
+            pool.make_gpu_contexts()
         ahead = None
         if pool.runs_here(any(stage.holds_gil for stage in stages)):
             warm_up_in_background([stage.for_cluster(gpus) for stage in stages])

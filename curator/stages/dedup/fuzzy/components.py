@@ -27,7 +27,7 @@ from curator.stages.dedup.fuzzy.common import (
     use_gpu,
 )
 from curator.stages.dedup.fuzzy.edges import EdgeResult, route_edges
-from curator.stages.dedup.fuzzy.signatures import bucket_rows
+from curator.stages.dedup.fuzzy.signatures import keyed_rows, split_band_rows
 
 
 @dataclass(frozen=True)
@@ -168,27 +168,30 @@ def components_whole(task: GraphTask) -> ComponentsResult:
 
 def graph_whole(task: GraphTask) -> GraphResult:
     """The edges phase and the components in one task (on the GPU where ``device`` says): each
-    bucket's band rows read (ahead, by a thread pool) and linked into stars as the edges phase
-    links them (the same count: an edge is counted once per bucket), then one union-find."""
+    part's band rows read once and cut into buckets, each bucket's rows gathered (ahead, by a
+    thread pool) and linked into stars as the edges phase links them (the same count: an edge
+    is counted once per bucket), then one union-find."""
     from curator.kernels.components import connected_components
     from curator.kernels.lsh import bucket_stars, unique_edges
 
     xp = np
     if use_gpu(task.device):
         import cupy as xp
-    names = tuple(Path(path).stem for path in task.paths)
+    split = split_band_rows(task.work, tuple(Path(path).stem for path in task.paths),
+                            task.partitions)
 
-    def bucket(b: int) -> pa.Table | None:
-        return bucket_rows(task.work, names, b, task.partitions)
+    def bucket(b: int) -> list[np.ndarray] | None:  # contiguous columns, made on a pool thread
+        table = keyed_rows([pieces[b] for pieces in split])
+        return None if table is None else [table.column(c).to_numpy()
+                                           for c in ("key", "band", "hash")]
 
     offsets = part_offsets(task.docs)
     dense_offsets = xp.asarray(offsets)
     ends: list[tuple[Any, Any]] = []
     with ThreadPoolExecutor(READ_THREADS) as pool:
-        for table in pool.map(bucket, range(task.partitions)):
-            if table is not None:
-                columns = [xp.asarray(table.column(c).to_numpy()) for c in ("key", "band", "hash")]
-                src, dst = unique_edges(*bucket_stars(*columns))
+        for columns in pool.map(bucket, range(task.partitions)):
+            if columns is not None:
+                src, dst = unique_edges(*bucket_stars(*(xp.asarray(c) for c in columns)))
                 ends.append((dense(src, dense_offsets), dense(dst, dense_offsets)))
     linked = xp.zeros(int(offsets[-1]), bool)
     label = xp.empty(0, xp.int64)

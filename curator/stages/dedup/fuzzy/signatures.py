@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,13 @@ from curator.commit import Commit
 from curator.io.parquet import read_part
 from curator.io.shuffle import ShuffleDir
 from curator.stages.context import PhaseResult
-from curator.stages.dedup.fuzzy.common import ROW_BITS, empty_bands, gpu_hasher, use_gpu
+from curator.stages.dedup.fuzzy.common import (
+    READ_THREADS,
+    ROW_BITS,
+    empty_bands,
+    gpu_hasher,
+    use_gpu,
+)
 
 
 @dataclass(frozen=True)
@@ -124,9 +131,22 @@ def bucket_rows(work: str, parts: tuple[str, ...], bucket: int, buckets: int
     """Bucket ``bucket`` of ``buckets`` of every part's band rows, each row keyed by its
     document (``part << 32 | row``, the part's number its place in ``parts``)."""
     shuffle = band_shuffle(work)
+    return keyed_rows([shuffle.read(part, bucket, buckets) for part in parts])
+
+
+def split_band_rows(work: str, parts: tuple[str, ...], buckets: int) -> list[list[pa.Table]]:
+    """Every part's band rows cut into ``buckets`` (``[part][bucket]``, memory-mapped), each
+    part's file opened once: ``keyed_rows`` of a bucket's column is ``bucket_rows``."""
+    shuffle = band_shuffle(work)
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        return list(pool.map(lambda part: shuffle.read_split(part, buckets), parts))
+
+
+def keyed_rows(pieces: list[pa.Table]) -> pa.Table | None:
+    """The band rows of ``pieces`` (one per part, in the parts' order), each keyed by its
+    document (``part << 32 | row``)."""
     tables = []
-    for number, part in enumerate(parts):
-        table = shuffle.read(part, bucket, buckets)
+    for number, table in enumerate(pieces):
         if table.num_rows:
             key = (np.int64(number) << np.int64(ROW_BITS)) | table.column("row").to_numpy()
             tables.append(pa.table({"key": key, "band": table.column("band"),
