@@ -285,17 +285,19 @@ class DaskExecutor(Executor):
                 self.client.cancel([f for f in futures if not f.done()])
 
     def offers(self, resource: str) -> bool:
-        workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
-        return any(w.get("resources", {}).get(resource, 0) > 0 for w in workers)
+        return bool(self._offering(resource))
 
     def make_gpu_contexts(self) -> None:
         from curator.runtime.cluster.gpu_context import start_context_thread
 
-        workers = [address for address, w in
-                   self.client.scheduler_info(n_workers=-1)["workers"].items()
-                   if w.get("resources", {}).get("GPU", 0) > 0]
-        if workers:
+        if workers := self._offering("GPU"):
             self.client.run(start_context_thread, workers=workers, on_error="ignore")
+
+    def _offering(self, resource: str) -> list[str]:
+        """The addresses of the workers that advertise ``resource``."""
+        workers = self.client.scheduler_info(n_workers=-1)["workers"]
+        return [address for address, w in workers.items()
+                if w.get("resources", {}).get(resource, 0) > 0]
 
     def _check_resources(self, resources: dict[str, float]) -> dict[str, float]:
         """The resources to ask for: ``GIL`` only where it matters (some worker runs several

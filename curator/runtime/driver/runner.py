@@ -138,13 +138,14 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                       config.processes, imports, preload, config.workers_per_gpu) as pool:
         gpus = pool.offers("GPU")
         stages = [stage for _, stage in pipeline.named_stages()]
-        if any(stage.for_cluster(gpus).resources().get("GPU") for stage in stages):
-            pool.make_gpu_contexts()
+        placed = [stage.for_cluster(gpus) for stage in stages]
         ahead = None
         if pool.runs_here(any(stage.holds_gil for stage in stages)):
-            warm_up_in_background([stage.for_cluster(gpus) for stage in stages])
-        else:
-            ahead = WarmUpAhead([stage.for_cluster(gpus) for stage in stages])
+            warm_up_in_background(placed)
+        else:  # worker processes: the CPU stages warmed here, the GPU workers' contexts made
+            ahead = WarmUpAhead(placed)
+            if any(stage.resources().get("GPU") for stage in placed):
+                pool.make_gpu_contexts()
         segments = [Segment(segment.index, segment.kind,
                             [(name, stage.for_cluster(gpus)) for name, stage in segment.stages])
                     for segment in plan.segments]
