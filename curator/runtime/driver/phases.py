@@ -329,6 +329,24 @@ def _rewritten(table: pa.Table, decisions: Decisions, rejected: str) -> pa.Table
                      rejected)
 
 
+#: Below this many bytes of a part per run of kept rows, ``kept_rows`` copies the rows once
+#: (Arrow's filter) rather than handing the writer one slice per run (~13 us each, measured).
+RUN_BYTES = 64 << 10
+
+
+def kept_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:
+    """The rows of ``table`` that ``keep`` marks. Where they come in few runs (a dedup that drops
+    a few rows of a part) they are zero-copy slices of ``table`` (a writer's bytes do not depend
+    on the chunking, ``io.parquet.WRITER_OPTIONS``); else Arrow's filter copies them once."""
+    edges = np.flatnonzero(np.diff(np.asarray(keep, bool).view(np.int8), prepend=0, append=0))
+    starts, ends = edges[::2], edges[1::2]
+    if len(starts) * RUN_BYTES > table.nbytes:
+        return table.filter(pa.array(keep))
+    if not len(starts):
+        return table.slice(0, 0)
+    return pa.concat_tables([table.slice(a, b - a) for a, b in zip(starts, ends, strict=True)])
+
+
 def _remove_part(task: _RemoveTask) -> _RemoveResult:
     table = read_part(task.path)
     decisions = task.decide(task.part, table)
@@ -339,7 +357,7 @@ def _remove_part(task: _RemoveTask) -> _RemoveResult:
         else:
             table = table.append_column(name, values)
     drop = decisions.removed
-    kept = table.filter(pa.array(~drop))
+    kept = kept_rows(table, ~drop)
     removed = table.filter(pa.array(drop))
     removed = removed.append_column(REASON, pa.array([decisions.reason] * removed.num_rows,
                                                      pa.string()))
