@@ -222,22 +222,6 @@ def doc_hashes_device(data: Any, starts: Any, ends: Any, base: int = 0) -> tuple
     return high, low
 
 
-def column_doc_hashes(strings: Any, normalise: bool = False
-                      ) -> tuple[np.ndarray, np.ndarray] | None:
-    """``doc_hashes_gpu`` of a string column already on the device (``gpu_io.DeviceStrings``,
-    e.g. decoded there by cuDF): nothing crosses to the device, only the hashes come back."""
-    device = (strings.data, strings.starts, strings.ends, 0)
-    if normalise:
-        from curator.kernels.normalise_gpu import normalise_device
-
-        normalised = normalise_device(*device)
-        if normalised is None:
-            return None
-        device = (*normalised, 0)
-    high, low = doc_hashes_device(*device)
-    return high.get(), low.get()
-
-
 def doc_hashes_gpu(text: pa.Array | pa.ChunkedArray,
                    normalise: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
     """``doc_hash.doc_hashes`` on the GPU: the host Arrow buffers are copied over once. With

@@ -164,37 +164,3 @@ def test_fuzzy_stage_with_cudf_gives_cpu_clusters(tmp_path: Path, monkeypatch) -
         assert bool(reads) == (label == "cudf")  # cuDF read the parts only when enabled
     assert runs["cudf"] == runs["cpu"] and runs["arrow"] == runs["cpu"]
     assert len(set(runs["cpu"].values())) < len(records)  # near-duplicates were found
-
-
-def _exact_decisions(run: Path) -> tuple[list[str], dict[str, str]]:
-    kept = sorted(pq.read_table(run / "write_parquet", columns=["id"]).column("id").to_pylist())
-    gone = pq.read_table(run / "rejected" / "exact_dedup", columns=["id", "duplicate_of"])
-    return kept, {r["id"]: r["duplicate_of"] for r in gone.to_pylist()}
-
-
-def test_exact_stage_with_cudf_gives_cpu_duplicates(texts, tmp_path: Path, monkeypatch) -> None:
-    from curator import ExactDedup, Pipeline, ReadParquet, WriteParquet
-
-    rng = random.Random(7)
-    rows = [t for t in texts if t is not None]
-    rows += [t.upper().replace(" ", "  \n") for t in rows[::5]]  # equal once normalised
-    copies = rows[::7]
-    rows += copies  # verbatim
-    rng.shuffle(rows)
-    for n in range(3):
-        pq.write_table(pa.table({"text": rows[n::3]}), tmp_path / f"in-{n}.parquet")
-    reads: list[str] = []
-    real_read = gpu_io.read_parquet_strings
-    monkeypatch.setattr(gpu_io, "read_parquet_strings",
-                        lambda path, name: reads.append(str(path)) or real_read(path, name))
-    runs = {}
-    for label, device, flag in [("cpu", "cpu", "1"), ("arrow", "gpu", "0"), ("cudf", "gpu", "1")]:
-        monkeypatch.setenv("CURATOR_CUDF", flag)
-        run = tmp_path / label
-        Pipeline([ReadParquet(path=f"{tmp_path}/in-*.parquet"), ExactDedup(device=device),
-                  WriteParquet()], name="exact").run(output=run, executor="local",
-                                                     progress=False)
-        runs[label] = _exact_decisions(run)
-        assert bool(reads) == (label == "cudf")  # cuDF read the parts only when enabled
-    assert runs["cudf"] == runs["cpu"] and runs["arrow"] == runs["cpu"]
-    assert len(runs["cpu"][1]) > len(copies)  # the copies and the re-cased texts went

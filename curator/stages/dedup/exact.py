@@ -3,9 +3,10 @@
 Phases (each restartable, none collects the dataset in one process):
   1. ``hash``   per part:   (h1, h2, id, score, part, row) → ``hash/<part>/bucket-B.parquet``;
                             XXH3-128 in bulk over the Arrow buffers (``kernels.doc_hash``); where
-                            ``device`` resolves to gpu, on a GPU worker, the text decoded by
-                            cuDF where it is installed (``gpu_io``), normalised
+                            ``device`` resolves to gpu, on a GPU worker, the text normalised
                             (``normalise_gpu``) and hashed (``doc_hash_gpu``) on the device
+                            (read by Arrow and copied over: cuDF's read of the text made this
+                            phase slower, docs/dedup-scale.md)
   2. ``group``  per bucket: sort by (hash, rank); first of each group survives →
                             ``decisions/bucket-B.parquet`` (part, row, id, duplicate_of)
   3. ``remove`` per part:   the runtime's removal phase drops the rows the decisions name
@@ -103,31 +104,11 @@ class _HashResult(PhaseResult):
     rows: int
 
 
-def _hashed_on_device(task: _HashTask) -> tuple[np.ndarray, np.ndarray] | None:
-    """The part's hashes from its text decoded on the GPU by cuDF, when the task runs on the
-    GPU and cuDF is there (the text never crosses to the host); else None, as when a document
-    is not UTF-8 (the host path then normalises it, or refuses it)."""
-    if task.device != "gpu" or task.algorithm != "xxh3_128":
-        return None
-    from curator.kernels.gpu_io import cudf_enabled, read_parquet_strings
-
-    if not cudf_enabled():
-        return None
-    from curator.kernels.doc_hash_gpu import column_doc_hashes
-
-    return column_doc_hashes(read_parquet_strings(task.path, TEXT), task.normalise)
-
-
 def _hash_part(task: _HashTask) -> _HashResult:
-    others = list(dict.fromkeys([ID, *([task.score_field] if task.score_field else [])]))
-    hashes = _hashed_on_device(task)
-    table = read_part(task.path, others if hashes is not None else [TEXT, *others])
-    if hashes is None:
-        hashes = document_hashes(table.column(TEXT).combine_chunks(), task.algorithm,
-                                 task.device, task.normalise)
-    h1, h2 = hashes
-    if len(h1) != table.num_rows:
-        raise ValueError(f"{task.path}: the GPU read {len(h1)} texts of {table.num_rows} rows")
+    wanted = [TEXT, ID, *([task.score_field] if task.score_field else [])]
+    table = read_part(task.path, list(dict.fromkeys(wanted)))
+    text = table.column(TEXT).combine_chunks()
+    h1, h2 = document_hashes(text, task.algorithm, task.device, task.normalise)
     columns = {"h1": h1, "h2": h2, ID: table.column(ID),
                "row": np.arange(len(h1), dtype=np.int64)}
     if task.score_field:
