@@ -20,9 +20,10 @@
    and its share of one GPU's; ``cpu-threads``, ``gpu-threads``, ``cpu-processes`` and
    ``gpu-processes`` set the workers' kind (otherwise the product decides: threads up to 4
    workers when every stage releases the GIL); a name ending in ``-unfused`` runs with
-   ``CURATOR_FUSE_WRITER=0``), and records its wall time, the stage's seconds
-   and per-phase times from stats.json, and the peak RSS of every process of the run's tree
-   (sampled: driver, scheduler and workers; the largest process and the largest tree sum).
+   ``CURATOR_FUSE_WRITER=0``, in ``-arrow`` with ``CURATOR_CUDF=0``), and records its wall
+   time, the stage's seconds and per-phase times from stats.json, and the peak RSS of every
+   process of the run's tree (sampled: driver, scheduler and workers; the largest process and
+   the largest tree sum).
 3. Checks that the devices' outputs are identical (the sorted kept ids, the output files' bytes)
    and writes ``benchmarks/results_dedup_product.md``: TB/h of the stage and of the whole run,
    ratio gpu/cpu, and for fuzzy dedup how many planted near-duplicates joined their original.
@@ -62,8 +63,10 @@ SHARED = ROOT.parent / "shared" / "corpus"
 if not SHARED.exists():
     SHARED = Path("/work/shared/corpus")
 RESULTS = ROOT / "benchmarks" / "results_dedup_product.md"
-#: The suffix of a run name whose writer does not publish the stage's parts as they are.
-UNFUSED = "-unfused"
+#: Suffixes of a run name and the environment they set: ``-unfused``, the writer decodes and
+#: encodes the stage's parts again; ``-arrow``, the GPU reads the text with Arrow and copies it
+#: over even where cuDF is installed.
+VARIANTS = {"-unfused": {"CURATOR_FUSE_WRITER": "0"}, "-arrow": {"CURATOR_CUDF": "0"}}
 UNIQUE = 0.85
 EDIT_RATE = 0.01
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
@@ -299,9 +302,8 @@ def _sample(root: psutil.Process, peaks: Peaks, stop: threading.Event, interval:
 def device_env(device: str) -> dict[str, str]:
     """The environment of a run on ``device``: curator on the path, the GPUs its cluster sees."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    if device.endswith(UNFUSED):  # the writer decodes and encodes the stage's parts again
-        env["CURATOR_FUSE_WRITER"] = "0"
-        device = device.removesuffix(UNFUSED)
+    device, settings = variant(device)
+    env.update(settings)
     if device.startswith("cpu"):
         env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU worker in the CPU run's cluster
     elif device == "gpu2":
@@ -336,16 +338,24 @@ def stage_device(device: str) -> str:
     return "cpu" if device.startswith("cpu") else "gpu"
 
 
+def variant(device: str) -> tuple[str, dict[str, str]]:
+    """A run name without its ``VARIANTS`` suffix, and the environment that suffix sets."""
+    for suffix, settings in VARIANTS.items():
+        if device.endswith(suffix):
+            return device.removesuffix(suffix), settings
+    return device, {}
+
+
 def gpu_count(device: str) -> int:
     """N of a run named ``gpu-xN`` (N GPUs, a GPU worker on each); 0 for other names."""
-    found = re.fullmatch(r"gpu-x(\d+)", device.removesuffix(UNFUSED))
+    found = re.fullmatch(r"gpu-x(\d+)", variant(device)[0])
     return int(found.group(1)) if found else 0
 
 
 def write_pipeline(path: Path, stage: str, device: str, parts: Path, out: Path,
                    workers: int, options: str = "") -> None:
     """read_parquet → ``stage``_dedup (``options``: more of its YAML mapping) → write_parquet."""
-    layout = device.removesuffix(UNFUSED)
+    layout = variant(device)[0]
     per_gpu = re.fullmatch(r"gpu-w(\d+)", layout)
     processes = (", processes: true" if layout in ("gpu2", "gpu-processes", "cpu-processes")
                  else ", processes: false" if layout.endswith("-threads") else "")
@@ -564,7 +574,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gb", type=float, default=4.0, help="GB of text to generate")
     ap.add_argument("--devices", nargs="+", default=["cpu", "gpu"],
-                    choices=[f"{d}{u}" for u in ("", UNFUSED) for d in (
+                    choices=[f"{d}{u}" for u in ("", *VARIANTS) for d in (
                         "cpu", "cpu-processes", "cpu-threads", "gpu", "gpu2", "gpu-processes",
                         "gpu-threads", "gpu-x1", "gpu-x2", "gpu-x4", "gpu-x8", "gpu-w1",
                         "gpu-w2", "gpu-w4", "gpu-w8")],
@@ -574,8 +584,9 @@ def main() -> None:
                     "(otherwise the product's default: threads up to 4 workers); gpu-xN: the "
                     "first N cards; gpu-wN: N GPU worker processes per card (executor "
                     "workers_per_gpu; gpu: the product's default); "
-                    f"a name ending in {UNFUSED} runs with CURATOR_FUSE_WRITER=0 "
-                    "(the writer decodes and encodes the stage's parts again)")
+                    "a name ending in -unfused runs with CURATOR_FUSE_WRITER=0 (the writer "
+                    "decodes and encodes the stage's parts again), in -arrow with CURATOR_CUDF=0 "
+                    "(the GPU reads the text with Arrow, not cuDF)")
     ap.add_argument("--stage", choices=["fuzzy", "exact"], default="fuzzy")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--part-mb", type=float, default=150.0, help="MB of text per Parquet part")
