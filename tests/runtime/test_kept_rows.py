@@ -29,8 +29,12 @@ def _masks(n: int) -> dict[str, np.ndarray]:
             "none": np.zeros(n, bool), "one": np.arange(n) == 7}
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["one-chunk", "row-groups"])
 @pytest.mark.parametrize("name", ["few", "many", "all", "none", "one"])
-def test_kept_rows_are_the_filtered_rows_and_write_the_same_bytes(part, tmp_path, name) -> None:
+def test_kept_rows_are_the_filtered_rows_and_write_the_same_bytes(part, tmp_path, name,
+                                                                  chunked) -> None:
+    if chunked:  # as a part read from a file of several row groups
+        part = pa.concat_tables([part.slice(0, 1000), part.slice(1000, 17), part.slice(1017)])
     keep = _masks(part.num_rows)[name]
     got = kept_rows(part, keep)
     expected = part.filter(pa.array(keep))
