@@ -137,17 +137,16 @@ def _run_locked(pipeline: PipelineModel, run_dir: RunDir, executor: str | None,
                       scheduler or config.scheduler, scheduler_file or config.scheduler_file,
                       config.processes, imports, preload, config.workers_per_gpu) as pool:
         gpus = pool.offers("GPU")
-        stages = [stage for _, stage in pipeline.named_stages()]
-        placed = [stage.for_cluster(gpus) for stage in stages]
+        placed = {name: stage.for_cluster(gpus) for name, stage in pipeline.named_stages()}
         ahead = None
-        if pool.runs_here(any(stage.holds_gil for stage in stages)):
-            warm_up_in_background(placed)
+        if pool.runs_here(any(stage.holds_gil for stage in placed.values())):
+            warm_up_in_background(list(placed.values()))
         else:  # worker processes: the CPU stages warmed here, the GPU workers' contexts made
-            ahead = WarmUpAhead(placed)
-            if any(stage.resources().get("GPU") for stage in placed):
+            ahead = WarmUpAhead(list(placed.values()))
+            if any(stage.resources().get("GPU") for stage in placed.values()):
                 pool.make_gpu_contexts()
         segments = [Segment(segment.index, segment.kind,
-                            [(name, stage.for_cluster(gpus)) for name, stage in segment.stages])
+                            [(name, placed[name]) for name, _ in segment.stages])
                     for segment in plan.segments]
         for segment in segments:
             if ahead is not None:
